@@ -1,0 +1,66 @@
+"""The memory service: a Flask app factory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+
+from app import config as app_config
+from app.extensions import db, migrate
+
+MIGRATIONS_DIR = str(Path(__file__).resolve().parent.parent / "migrations")
+
+
+def create_app(config: dict[str, Any] | None = None) -> Flask:
+    """Build the app from the environment; `config` overrides it (tests use this)."""
+    app = Flask(__name__, template_folder="../templates", static_folder="../static",
+                instance_relative_config=True)
+    app.config.from_mapping(app_config.from_environment(app.instance_path))
+    if config:
+        app.config.from_mapping(config)
+    _tune_engine(app)
+
+    db.init_app(app)
+    migrate.init_app(app, db, directory=MIGRATIONS_DIR)
+    _import_models()
+
+    from app.envelope import register_error_handlers
+
+    register_error_handlers(app)
+    _register_blueprints(app)
+
+    from app.cli import register_cli
+
+    register_cli(app)
+    return app
+
+
+def _tune_engine(app: Flask) -> None:
+    url = app.config["SQLALCHEMY_DATABASE_URI"]
+    options = dict(app.config.get("SQLALCHEMY_ENGINE_OPTIONS") or {})
+    if url.startswith(("mysql", "mariadb")):
+        # Each statement sees what others committed, so a count taken after the per-user row
+        # lock is exact (the 200 cap under concurrency).
+        options.setdefault("isolation_level", "READ COMMITTED")
+    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = options
+
+
+def _import_models() -> None:
+    """Every model registered on db.metadata, for Alembic and relationships."""
+    from app.auth import models as _auth  # noqa: F401
+    from app.memory import models as _memory  # noqa: F401
+    from app.sessions import models as _sessions  # noqa: F401
+    from app.system import models as _system  # noqa: F401
+
+
+def _register_blueprints(app: Flask) -> None:
+    from app.admin.api import bp as admin_api
+    from app.auth.pages import bp as auth_pages
+    from app.openapi import bp as openapi
+    from app.platform.api import bp as platform_api
+    from app.user.api import bp as user_api
+
+    for blueprint in (auth_pages, user_api, admin_api, platform_api, openapi):
+        app.register_blueprint(blueprint)

@@ -1,0 +1,136 @@
+"""Who is calling: a browser session, a personal token, or the platform's service token.
+
+Decorators for the three audiences (SPEC §4): user endpoints accept all three (the service
+token must name the user in X-User-Id); admin endpoints accept a session or a personal token of a
+user holding the grant; platform endpoints accept only the service token.
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, ParamSpec, TypeVar
+
+from flask import current_app, g, request, session
+
+from app.auth import csrf
+from app.auth.models import User
+from app.auth.service import MAX_USER_ID, ensure_user, user_id_for_token
+from app.envelope import ApiError, ErrorCode
+from app.extensions import db
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+Method = Literal["session", "token", "service"]
+SESSION_USER_KEY = "uid"
+
+
+@dataclass(frozen=True)
+class Caller:
+    user: User
+    method: Method
+
+
+def _bearer_token() -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def is_service_token(token: str | None) -> bool:
+    expected = current_app.config.get("MEMORY_SERVICE_TOKEN")
+    if not expected or not token:
+        return False
+    return hmac.compare_digest(token.encode("utf-8"), expected.encode("utf-8"))
+
+
+def parse_user_id(raw: str | None, name: str) -> int:
+    """A platform user id: a positive integer that fits a BIGINT."""
+    if raw is None or raw == "":
+        raise ApiError(ErrorCode.PARAM_INVALID, f"{name} is required")
+    raw = raw.strip()
+    if not (raw.isascii() and raw.isdigit()) or not 0 < int(raw) <= MAX_USER_ID:
+        raise ApiError(ErrorCode.PARAM_INVALID, f"{name} must be a positive integer")
+    return int(raw)
+
+
+def session_user() -> User | None:
+    """The user of the browser session, if logged in and still existing."""
+    user_id = session.get(SESSION_USER_KEY)
+    if not isinstance(user_id, int):
+        return None
+    return db.session.get(User, user_id)
+
+
+def resolve_caller(*, allow_service: bool) -> Caller:
+    """Authenticate the request or raise 401 (1001)."""
+    token = _bearer_token()
+    if request.headers.get("Authorization") is not None:
+        # An Authorization header is the caller's choice of method: never fall back to a cookie.
+        if token is None:
+            raise ApiError(ErrorCode.UNAUTHORIZED, "malformed Authorization header")
+        if is_service_token(token):
+            if not allow_service:
+                raise ApiError(ErrorCode.FORBIDDEN,
+                               "the service token cannot be used on admin endpoints")
+            if request.headers.get("X-User-Id") is None:
+                raise ApiError(ErrorCode.UNAUTHORIZED,
+                               "the service token acts for a user: send X-User-Id")
+            user_id = parse_user_id(request.headers.get("X-User-Id"), "X-User-Id")
+            return Caller(ensure_user(user_id), "service")
+        user_id = user_id_for_token(token)
+        user = db.session.get(User, user_id) if user_id is not None else None
+        if user is None:
+            raise ApiError(ErrorCode.UNAUTHORIZED, "invalid token")
+        return Caller(user, "token")
+    user = session_user()
+    if user is None:
+        raise ApiError(ErrorCode.UNAUTHORIZED, "login required")
+    if request.method not in csrf.SAFE_METHODS and not csrf.request_token_valid():
+        raise ApiError(ErrorCode.FORBIDDEN, "missing or invalid CSRF token")
+    return Caller(user, "session")
+
+
+def user_api(view: Callable[P, R]) -> Callable[P, R]:
+    """User endpoints: session (+CSRF), personal token, or service token + X-User-Id."""
+    @functools.wraps(view)
+    def wrapped(*args: P.args, **kwargs: P.kwargs) -> R:
+        g.caller = resolve_caller(allow_service=True)
+        return view(*args, **kwargs)
+    return wrapped
+
+
+def admin_api(permission: str | None = None) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Admin endpoints: is_admin, or (when `permission` is given) a user holding that grant."""
+    def decorator(view: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(view)
+        def wrapped(*args: P.args, **kwargs: P.kwargs) -> R:
+            caller = resolve_caller(allow_service=False)
+            allowed = (caller.user.has_permission(permission) if permission
+                       else caller.user.is_admin)
+            if not allowed:
+                needed = f"the {permission} permission" if permission else "an admin"
+                raise ApiError(ErrorCode.FORBIDDEN, f"this endpoint needs {needed}")
+            g.caller = caller
+            return view(*args, **kwargs)
+        return wrapped
+    return decorator
+
+
+def service_api(view: Callable[P, R]) -> Callable[P, R]:
+    """Platform endpoints: only `Authorization: Bearer $MEMORY_SERVICE_TOKEN`."""
+    @functools.wraps(view)
+    def wrapped(*args: P.args, **kwargs: P.kwargs) -> R:
+        if not is_service_token(_bearer_token()):
+            raise ApiError(ErrorCode.UNAUTHORIZED, "service token required")
+        return view(*args, **kwargs)
+    return wrapped
+
+
+def current_user_id() -> int:
+    return g.caller.user.id

@@ -1,0 +1,96 @@
+"""Users, permissions and personal API tokens."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db_types import BigId, Timestamp, utcnow
+from app.extensions import db
+
+user_permission = sa.Table(
+    "user_permission",
+    db.metadata,
+    sa.Column("user_id", sa.BigInteger, sa.ForeignKey("user.id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("permission_id", sa.Integer, sa.ForeignKey("permission.id", ondelete="CASCADE"),
+              primary_key=True),
+)
+
+
+class Permission(db.Model):
+    __tablename__ = "permission"
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(64))
+    code: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    description: Mapped[str | None] = mapped_column(sa.String(255))
+
+    @classmethod
+    def by_code(cls, code: str) -> Permission | None:
+        return db.session.scalar(sa.select(cls).where(cls.code == code))
+
+
+class User(db.Model):
+    """A person of the platform; `id` is the platform's own user id."""
+
+    __tablename__ = "user"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    # Users first seen through the platform have no username until an operator names them.
+    username: Mapped[str | None] = mapped_column(sa.String(64), unique=True)
+    password_hash: Mapped[str | None] = mapped_column(sa.String(255))
+    is_admin: Mapped[bool] = mapped_column(sa.Boolean, default=False, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
+
+    permissions: Mapped[list[Permission]] = db.relationship(
+        secondary=user_permission, lazy="selectin"
+    )
+
+    @property
+    def display_name(self) -> str:
+        return self.username or f"#{self.id}"
+
+    def has_permission(self, code: str) -> bool:
+        """Admins hold every permission; others only what they were granted."""
+        return self.is_admin or any(p.code == code for p in self.permissions)
+
+    @classmethod
+    def by_username(cls, username: str) -> User | None:
+        return db.session.scalar(sa.select(cls).where(cls.username == username))
+
+    @classmethod
+    def lock(cls, user_id: int) -> None:
+        """Serialize a user's writes that may grow their ACTIVE count (the 200 cap).
+
+        Row lock on MySQL; SQLite serializes writers on its own.
+        """
+        db.session.execute(sa.select(cls.id).where(cls.id == user_id).with_for_update())
+
+    @classmethod
+    def search(cls, query: str, limit: int = 20) -> list[User]:
+        """Users whose name contains `query`, or whose id is `query`."""
+        condition = cls.username.contains(query, autoescape=True)
+        if query.isdigit():
+            condition = condition | (cls.id == int(query))
+        return list(db.session.scalars(sa.select(cls).where(condition).order_by(cls.id)
+                                       .limit(limit)))
+
+
+class ApiToken(db.Model):
+    """A personal API token; only its SHA-256 is stored."""
+
+    __tablename__ = "api_token"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(
+        sa.BigInteger, sa.ForeignKey("user.id", ondelete="CASCADE"), index=True, nullable=False
+    )
+    token_hash: Mapped[str] = mapped_column(sa.String(64), unique=True, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
+
+    @classmethod
+    def user_id_for_hash(cls, token_hash: str) -> int | None:
+        return db.session.scalar(sa.select(cls.user_id).where(cls.token_hash == token_hash))

@@ -1,0 +1,89 @@
+"""Operator commands (SPEC §7): `flask --app wsgi users|models …`."""
+
+from __future__ import annotations
+
+import click
+from flask import Flask
+from flask.cli import AppGroup
+
+from app.auth import service as accounts
+from app.system import service as system
+
+users = AppGroup("users", help="Manage accounts, grants and personal API tokens.")
+models = AppGroup("models", help="Register the LLM models extraction may use.")
+
+
+@users.command("create")
+@click.argument("name")
+@click.option("--id", "user_id", type=click.IntRange(1, accounts.MAX_USER_ID),
+              help="The platform's user id (names an existing platform user).")
+@click.option("--password", help="Password for the login page; without one, token access only.")
+@click.option("--admin", is_flag=True, help="Make the user an admin.")
+def create_user(name: str, user_id: int | None, password: str | None, admin: bool) -> None:
+    """Create the account NAME."""
+    try:
+        user = accounts.create_user(name, user_id=user_id, password=password, admin=admin)
+    except accounts.AccountError as exc:
+        raise click.ClickException(str(exc)) from None
+    role = "admin" if user.is_admin else "user"
+    click.echo(f"created {role} {user.username} (id {user.id})")
+
+
+@users.command("grant")
+@click.argument("name")
+@click.argument("code")
+def grant(name: str, code: str) -> None:
+    """Grant the permission CODE (e.g. memory:read) to NAME."""
+    try:
+        accounts.grant(name, code)
+    except accounts.AccountError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"granted {code} to {name}")
+
+
+@users.command("token")
+@click.argument("name")
+def token(name: str) -> None:
+    """Print a new personal API token for NAME (alone on the last line)."""
+    from app.auth.models import User
+
+    user = User.by_username(name)
+    if user is None:
+        raise click.ClickException(f"no user {name!r}")
+    click.echo(f"new personal token for {name}; it is shown once:")
+    click.echo(accounts.issue_token(user))
+
+
+@models.command("add")
+@click.argument("name")
+@click.option("--model", "model_name", required=True, help="The provider's model name.")
+@click.option("--base-url", help="OpenAI-compatible endpoint; default OPENAI_BASE_URL.")
+@click.option("--api-key-env", help="Name of the env var holding the key; default OPENAI_API_KEY.")
+@click.option("--default", "is_default", is_flag=True, help="Make it the default model.")
+def add_model(name: str, model_name: str, base_url: str | None, api_key_env: str | None,
+              is_default: bool) -> None:
+    """Register the model NAME."""
+    try:
+        row = system.add_model(name, model_name, base_url=base_url, api_key_env=api_key_env,
+                               default=is_default)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"added model {row.name} (id {row.id}){' [default]' if row.is_default else ''}")
+
+
+@models.command("list")
+def list_models() -> None:
+    """List registered models."""
+    rows = system.list_models()
+    if not rows:
+        click.echo("no models registered; add one with: flask --app wsgi models add NAME "
+                   "--model M --default")
+    for row in rows:
+        flag = " [default]" if row.is_default else ""
+        click.echo(f"{row.id}\t{row.name}\t{row.model}\t{row.base_url or '-'}"
+                   f"\t{row.api_key_env or '-'}{flag}")
+
+
+def register_cli(app: Flask) -> None:
+    app.cli.add_command(users)
+    app.cli.add_command(models)

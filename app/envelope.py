@@ -1,0 +1,118 @@
+"""The JSON envelope of SPEC §4 and the error codes every JSON route answers with."""
+
+from __future__ import annotations
+
+import time
+from enum import Enum
+from typing import Any
+
+from flask import Flask, Response, jsonify, request
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
+from werkzeug.exceptions import HTTPException
+
+# Failures of what the service stands on, not of the request: answered 503 so clients retry.
+DEPENDENCY_ERRORS = (OperationalError, InterfaceError, DisconnectionError,
+                     RedisConnectionError, RedisTimeoutError)
+
+
+class ErrorCode(Enum):
+    """(code, HTTP status) pairs of SPEC §4."""
+
+    UNAUTHORIZED = (1001, 401)
+    FORBIDDEN = (1002, 403)
+    PARAM_INVALID = (2001, 400)
+    MODEL_NOT_FOUND = (3003, 400)
+    MEMORY_ITEM_NOT_FOUND = (3033, 404)
+    MEMORY_CONTENT_INVALID = (3034, 400)
+    MEMORY_CONTENT_DUPLICATE = (3035, 409)
+    MEMORY_LIMIT_EXCEEDED = (3036, 409)
+    INTERNAL_ERROR = (5001, 500)
+
+    @property
+    def code(self) -> int:
+        return self.value[0]
+
+    @property
+    def http_status(self) -> int:
+        return self.value[1]
+
+
+class ApiError(Exception):
+    """A failure that maps to one envelope error; raised by the domain, rendered by routes."""
+
+    def __init__(self, error: ErrorCode, message: str, http_status: int | None = None) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+        self.http_status = http_status or error.http_status
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def ok(data: Any = None, status: int = 200) -> tuple[Response, int]:
+    """A success envelope."""
+    return jsonify({"code": 0, "message": "success", "data": data, "timestamp": _now_ms()}), status
+
+
+def fail(error: ErrorCode, message: str, http_status: int | None = None) -> tuple[Response, int]:
+    """A failure envelope: no `data` key at all."""
+    body = {"code": error.code, "message": message, "timestamp": _now_ms()}
+    return jsonify(body), http_status or error.http_status
+
+
+def wants_envelope() -> bool:
+    """JSON routes (and anything under /api/) answer errors in the envelope."""
+    return request.path.startswith("/api/") or request.path == "/metrics"
+
+
+_HTTP_TO_ERROR = {
+    401: ErrorCode.UNAUTHORIZED,
+    403: ErrorCode.FORBIDDEN,
+}
+
+
+def register_error_handlers(app: Flask) -> None:
+    """Render every error under /api/ as an envelope; never leak a traceback."""
+
+    @app.errorhandler(ApiError)
+    def handle_api_error(exc: ApiError):
+        return fail(exc.error, exc.message, exc.http_status)
+
+    @app.errorhandler(HTTPException)
+    def handle_http_exception(exc: HTTPException):
+        if not wants_envelope():
+            return exc
+        status = exc.code or 500
+        if status >= 500:
+            return fail(ErrorCode.INTERNAL_ERROR, "internal error", status)
+        error = _HTTP_TO_ERROR.get(status, ErrorCode.PARAM_INVALID)
+        # 404/405/413 keep their HTTP status so clients can tell "no such route" from bad input.
+        return fail(error, exc.description or exc.name, status)
+
+    @app.errorhandler(Exception)
+    def handle_unexpected(exc: Exception):
+        down = isinstance(exc, DEPENDENCY_ERRORS)
+        if down:
+            app.logger.warning("dependency unavailable path=%s error=%s", request.path,
+                               type(exc).__name__)
+        else:
+            app.logger.exception("unhandled error path=%s", request.path)
+        status = 503 if down else 500
+        if not wants_envelope():
+            return Response("Service Unavailable" if down else "Internal Server Error",
+                            status=status, mimetype="text/plain")
+        return fail(ErrorCode.INTERNAL_ERROR,
+                    "a dependency is unavailable, retry later" if down else "internal error",
+                    status)
+
+
+def json_body() -> dict[str, Any]:
+    """The request body as a JSON object, whatever Content-Type was sent; anything else is 2001."""
+    body = request.get_json(force=True, silent=True)
+    if not isinstance(body, dict):
+        raise ApiError(ErrorCode.PARAM_INVALID, "request body must be a JSON object")
+    return body

@@ -1,0 +1,145 @@
+"""memory_item and user_memory_preference (seed §5.1), with the SQL that reads them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db_types import BigId, ProjectKey, Timestamp, iso, utcnow
+from app.extensions import db
+from app.memory.rules import INJECT_PROJECT_MAX, INJECT_USER_MAX, Scope, Status
+
+
+class MemoryItem(db.Model):
+    __tablename__ = "memory_item"
+    # Each read filters on a prefix of one of these and orders by (updated_at, id): with the
+    # trailing updated_at (and InnoDB's implicit id) the order comes from the index, no filesort.
+    __table_args__ = (
+        sa.UniqueConstraint("user_id", "dedup_hash", name="uk_memory_dedup"),
+        sa.Index("idx_memory_user", "user_id", "scope", "status", "updated_at"),
+        sa.Index("idx_memory_project", "user_id", "project_key", "status", "updated_at"),
+        sa.Index("idx_memory_user_status", "user_id", "status", "updated_at"),
+        sa.Index("idx_memory_user_updated", "user_id", "updated_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
+    scope: Mapped[str] = mapped_column(sa.String(16), nullable=False)
+    project_key: Mapped[str] = mapped_column(ProjectKey, nullable=False, default="")
+    content: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    source: Mapped[str] = mapped_column(sa.String(16), nullable=False, default="MANUAL")
+    status: Mapped[str] = mapped_column(sa.String(16), nullable=False, default="ACTIVE")
+    dedup_hash: Mapped[str] = mapped_column(sa.CHAR(40), nullable=False)
+    origin_session_id: Mapped[int | None] = mapped_column(sa.BigInteger)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The item shape of SPEC §4."""
+        return {
+            "id": self.id,
+            "userId": self.user_id,
+            "scope": self.scope,
+            "projectKey": self.project_key if self.scope == Scope.PROJECT else None,
+            "content": self.content,
+            "source": self.source,
+            "status": self.status,
+            "originSessionId": self.origin_session_id,
+            "createdAt": iso(self.created_at),
+            "updatedAt": iso(self.updated_at),
+        }
+
+    # ---- reads -------------------------------------------------------------------------
+
+    @classmethod
+    def owned(cls, user_id: int, item_id: int) -> MemoryItem | None:
+        """The item when it belongs to the user; another user's item is simply absent (D4)."""
+        return db.session.scalar(
+            sa.select(cls).where(cls.id == item_id, cls.user_id == user_id)
+        )
+
+    @classmethod
+    def by_hash(cls, user_id: int, dedup_hash: str) -> MemoryItem | None:
+        return db.session.scalar(
+            sa.select(cls).where(cls.user_id == user_id, cls.dedup_hash == dedup_hash)
+        )
+
+    @classmethod
+    def count_active(cls, user_id: int) -> int:
+        return db.session.scalar(
+            sa.select(sa.func.count()).select_from(cls)
+            .where(cls.user_id == user_id, cls.status == Status.ACTIVE)
+        ) or 0
+
+    @classmethod
+    def page(
+        cls,
+        user_id: int,
+        *,
+        scope: str | None = None,
+        project_key: str | None = None,
+        status: str | None = None,
+        page: int = 1,
+        size: int = 20,
+    ) -> tuple[Sequence[MemoryItem], int]:
+        """One page of a user's items, newest first, and the total matching."""
+        conditions = [cls.user_id == user_id]
+        if scope is not None:
+            conditions.append(cls.scope == scope)
+        if project_key is not None:
+            conditions.append(cls.project_key == project_key)
+        if status is not None:
+            conditions.append(cls.status == status)
+        total = db.session.scalar(sa.select(sa.func.count()).select_from(cls).where(*conditions))
+        rows = db.session.scalars(
+            sa.select(cls).where(*conditions)
+            .order_by(cls.updated_at.desc(), cls.id.desc())
+            .offset((page - 1) * size).limit(size)
+        ).all()
+        return rows, total or 0
+
+    @classmethod
+    def injection_rows(cls, user_id: int, project_key: str | None) -> list[sa.Row]:
+        """(scope, project_key, content) to inject: PROJECT rows first, then USER, newest first.
+
+        Each group is its own index range scan (idx_memory_project / idx_memory_user).
+        """
+        columns = (cls.scope, cls.project_key, cls.content)
+        newest = (cls.updated_at.desc(), cls.id.desc())
+        user_rows = (
+            sa.select(*columns)
+            .where(cls.user_id == user_id, cls.scope == Scope.USER, cls.status == Status.ACTIVE)
+            .order_by(*newest).limit(INJECT_USER_MAX)
+        )
+        if project_key is None:
+            return list(db.session.execute(user_rows))
+        # A non-empty project_key only ever belongs to PROJECT rows.
+        project_rows = (
+            sa.select(*columns)
+            .where(cls.user_id == user_id, cls.project_key == project_key,
+                   cls.status == Status.ACTIVE)
+            .order_by(*newest).limit(INJECT_PROJECT_MAX)
+        )
+        return [*db.session.execute(project_rows), *db.session.execute(user_rows)]
+
+
+class UserMemoryPreference(db.Model):
+    """The single auto-capture switch of a user (D9). No row means OFF."""
+
+    __tablename__ = "user_memory_preference"
+
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True, autoincrement=False)
+    auto_capture_enabled: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, default=False)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
+
+    @classmethod
+    def auto_capture_enabled_for(cls, user_id: int) -> bool:
+        enabled = db.session.scalar(
+            sa.select(cls.auto_capture_enabled).where(cls.user_id == user_id)
+        )
+        return bool(enabled)

@@ -1,0 +1,279 @@
+"""The memory service: every read and write of a user's memories goes through here.
+
+It validates with `rules`, owns the transaction (commit on success, rollback on any error) and
+raises `ApiError` with the SPEC §4 code, so the JSON API and the pages behave identically.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
+
+from flask import current_app
+from sqlalchemy.exc import IntegrityError
+
+from app.auth.models import User
+from app.db_types import utcnow
+from app.envelope import ApiError, ErrorCode
+from app.extensions import db
+from app.memory import rules
+from app.memory.models import MemoryItem, UserMemoryPreference
+from app.memory.rules import Scope, Source, Status
+from app.sessions.models import PlatformSession
+
+MAX_PAGE_SIZE = 100
+MAX_ID = 2**63 - 1
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Page:
+    records: Sequence[MemoryItem]
+    total: int
+    current: int
+    size: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"records": [r.to_dict() for r in self.records], "total": self.total,
+                "current": self.current, "size": self.size}
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.size))
+
+
+def bot_project_keys() -> tuple[str, ...]:
+    return current_app.config.get("MEMORY_BOT_PROJECT_KEYS", rules.DEFAULT_BOT_PROJECT_KEYS)
+
+
+# ---- parsing shared by every caller ------------------------------------------------------
+
+def parse_scope(value: Any, *, required: bool = True) -> Scope | None:
+    if value is None and not required:
+        return None
+    try:
+        return Scope(value)
+    except ValueError:
+        raise ApiError(ErrorCode.PARAM_INVALID, "scope must be USER or PROJECT") from None
+
+
+def parse_status(value: Any, *, required: bool = True) -> Status | None:
+    if value is None and not required:
+        return None
+    try:
+        return Status(value)
+    except ValueError:
+        raise ApiError(ErrorCode.PARAM_INVALID, "status must be ACTIVE or DISMISSED") from None
+
+
+def parse_paging(page: Any, size: Any) -> tuple[int, int]:
+    """page ≥ 1 and 1 ≤ pageSize ≤ 100; strings from a query are accepted when all digits."""
+    def as_int(value: Any, name: str, default: int) -> int:
+        if value is None or value == "":
+            return default
+        if isinstance(value, bool):
+            raise ApiError(ErrorCode.PARAM_INVALID, f"{name} must be an integer")
+        if isinstance(value, str) and value.isascii() and value.isdigit():
+            value = int(value)
+        if not isinstance(value, int):
+            raise ApiError(ErrorCode.PARAM_INVALID, f"{name} must be an integer")
+        return value
+
+    page_n, size_n = as_int(page, "page", 1), as_int(size, "pageSize", 20)
+    if page_n < 1 or page_n > 1_000_000:
+        raise ApiError(ErrorCode.PARAM_INVALID, "page must be between 1 and 1000000")
+    if not 1 <= size_n <= MAX_PAGE_SIZE:
+        raise ApiError(ErrorCode.PARAM_INVALID, f"pageSize must be between 1 and {MAX_PAGE_SIZE}")
+    return page_n, size_n
+
+
+def _manual_content(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ApiError(ErrorCode.MEMORY_CONTENT_INVALID, "content must be a non-empty string")
+    content = value.strip()
+    if not rules.normalize(content):
+        raise ApiError(ErrorCode.MEMORY_CONTENT_INVALID, "content must not be empty")
+    if rules.length(content) > rules.MANUAL_CONTENT_MAX:
+        raise ApiError(ErrorCode.MEMORY_CONTENT_INVALID,
+                       f"content must be at most {rules.MANUAL_CONTENT_MAX} characters")
+    return content
+
+
+def _project_key_for(scope: Scope, value: Any) -> str:
+    """'' for USER; for PROJECT a real project key (not empty, not a bot key, ≤ 128)."""
+    if scope is Scope.USER:
+        return ""
+    if value is not None and not isinstance(value, str):
+        raise ApiError(ErrorCode.PARAM_INVALID, "projectKey must be a string")
+    key = (value or "").strip()
+    if not key:
+        raise ApiError(ErrorCode.PARAM_INVALID, "projectKey is required for PROJECT memories")
+    if rules.length(key) > rules.PROJECT_KEY_MAX:
+        raise ApiError(ErrorCode.PARAM_INVALID,
+                       f"projectKey must be at most {rules.PROJECT_KEY_MAX} characters")
+    if rules.is_bot_project_key(key, bot_project_keys()):
+        raise ApiError(ErrorCode.PARAM_INVALID,
+                       "projectKey belongs to a bot channel, not a project")
+    return key
+
+
+# ---- transactions -----------------------------------------------------------------------
+
+def _commit_or_duplicate() -> None:
+    """Commit; a race on uk_memory_dedup becomes a clean 3035, never a 500."""
+    try:
+        db.session.commit()
+    except IntegrityError:
+        db.session.rollback()
+        raise ApiError(ErrorCode.MEMORY_CONTENT_DUPLICATE, "an identical memory already exists") \
+            from None
+
+
+def _ensure_room(user_id: int) -> None:
+    if MemoryItem.count_active(user_id) >= rules.ACTIVE_PER_USER_MAX:
+        raise ApiError(
+            ErrorCode.MEMORY_LIMIT_EXCEEDED,
+            f"at most {rules.ACTIVE_PER_USER_MAX} active memories; delete or dismiss some first",
+        )
+
+
+def _ensure_no_clash(user_id: int, dedup_hash: str, item_id: int | None = None) -> None:
+    clash = MemoryItem.by_hash(user_id, dedup_hash)
+    if clash is not None and clash.id != item_id:
+        raise ApiError(ErrorCode.MEMORY_CONTENT_DUPLICATE, "an identical memory already exists")
+
+
+def _rollback_on_error(fn: Callable[P, R]) -> Callable[P, R]:
+    """Any error leaves the database exactly as it was."""
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except BaseException:
+            db.session.rollback()
+            raise
+    return wrapper
+
+
+# ---- user operations --------------------------------------------------------------------
+
+def list_items(user_id: int, *, scope: Any = None, project_key: Any = None, status: Any = None,
+               page: Any = None, size: Any = None) -> Page:
+    """A page of the user's memories, `updated_at DESC, id DESC`."""
+    scope_v = parse_scope(scope or None, required=False)
+    status_v = parse_status(status or None, required=False)
+    if project_key is not None and not isinstance(project_key, str):
+        raise ApiError(ErrorCode.PARAM_INVALID, "projectKey must be a string")
+    key = project_key.strip() if project_key else None
+    page_n, size_n = parse_paging(page, size)
+    rows, total = MemoryItem.page(user_id, scope=scope_v, project_key=key, status=status_v,
+                                  page=page_n, size=size_n)
+    return Page(rows, total, page_n, size_n)
+
+
+def get_item(user_id: int, item_id: int) -> MemoryItem:
+    item = MemoryItem.owned(user_id, item_id) if 0 < item_id <= MAX_ID else None
+    if item is None:
+        raise ApiError(ErrorCode.MEMORY_ITEM_NOT_FOUND, "memory item not found")
+    return item
+
+
+@_rollback_on_error
+def create_item(user_id: int, scope: Any, content: Any, project_key: Any = None) -> MemoryItem:
+    """A MANUAL memory (seed §5.3): validated, deduplicated, within the 200 ACTIVE cap."""
+    scope_v = parse_scope(scope)
+    key = _project_key_for(scope_v, project_key)
+    text = _manual_content(content)
+    digest = rules.dedup_hash(scope_v, key, text)
+    User.lock(user_id)
+    _ensure_no_clash(user_id, digest)
+    _ensure_room(user_id)
+    now = utcnow()
+    item = MemoryItem(user_id=user_id, scope=scope_v.value, project_key=key, content=text,
+                      source=Source.MANUAL.value, status=Status.ACTIVE.value, dedup_hash=digest,
+                      created_at=now, updated_at=now)
+    db.session.add(item)
+    _commit_or_duplicate()
+    return item
+
+
+@_rollback_on_error
+def update_item(user_id: int, item_id: int, *, content: Any = None,
+                status: Any = None) -> MemoryItem:
+    """Edit content (re-hash, status kept: D12) and/or change status (ACTIVE ↔ DISMISSED)."""
+    if content is None and status is None:
+        raise ApiError(ErrorCode.PARAM_INVALID, "give content, status or both")
+    text = _manual_content(content) if content is not None else None
+    status_v = parse_status(status) if status is not None else None
+    restoring = status_v is Status.ACTIVE
+    if restoring:
+        User.lock(user_id)
+    item = get_item(user_id, item_id)
+    if text is not None:
+        digest = rules.dedup_hash(item.scope, item.project_key, text)
+        _ensure_no_clash(user_id, digest, item.id)
+        item.content, item.dedup_hash = text, digest
+    if status_v is not None and status_v != item.status:
+        if restoring:
+            _ensure_room(user_id)
+        item.status = status_v.value
+    item.updated_at = utcnow()
+    _commit_or_duplicate()
+    return item
+
+
+@_rollback_on_error
+def delete_item(user_id: int, item_id: int) -> None:
+    """Physical delete (D3): the same fact may be learnt again later."""
+    item = get_item(user_id, item_id)
+    db.session.delete(item)
+    db.session.commit()
+
+
+def auto_capture_enabled(user_id: int) -> bool:
+    return UserMemoryPreference.auto_capture_enabled_for(user_id)
+
+
+@_rollback_on_error
+def set_auto_capture(user_id: int, enabled: Any) -> bool:
+    if not isinstance(enabled, bool):
+        raise ApiError(ErrorCode.PARAM_INVALID, "autoCaptureEnabled must be a boolean")
+    pref = db.session.get(UserMemoryPreference, user_id)
+    now = utcnow()
+    if pref is None:
+        db.session.add(UserMemoryPreference(user_id=user_id, auto_capture_enabled=enabled,
+                                            created_at=now, updated_at=now))
+    else:
+        pref.auto_capture_enabled, pref.updated_at = enabled, now
+    try:
+        db.session.commit()
+    except IntegrityError:
+        # Two first-time toggles raced on the primary key: apply ours over theirs.
+        db.session.rollback()
+        pref = db.session.get(UserMemoryPreference, user_id)
+        pref.auto_capture_enabled, pref.updated_at = enabled, now
+        db.session.commit()
+    return enabled
+
+
+def project_keys(user_id: int) -> list[str]:
+    """Projects the user has worked in, for the PROJECT memory picker (bot keys excluded)."""
+    return PlatformSession.project_keys(user_id, bot_project_keys())
+
+
+# ---- injection (seed §5.2) --------------------------------------------------------------
+
+def context_for(user_id: int, project_key: str | None) -> dict[str, Any]:
+    """The memories to inject into a new session's system prompt, and the exact block."""
+    key = rules.valid_project_key(project_key, bot_project_keys())
+    rows = MemoryItem.injection_rows(user_id, key)
+    memories = [
+        {"scope": scope, "projectKey": pk if scope == Scope.PROJECT else None, "content": content}
+        for scope, pk, content in rows
+    ]
+    lines = [rules.prompt_line(m["scope"], m["projectKey"], m["content"]) for m in memories]
+    return {"memories": memories, "prompt": rules.prompt_block(lines)}

@@ -1,0 +1,19 @@
+"""Platform endpoints: the memory block for a new session's system prompt (seed §5.2)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, request
+
+from app.auth.identity import parse_user_id, service_api
+from app.envelope import ok
+from app.memory import service
+
+bp = Blueprint("platform_api", __name__, url_prefix="/api/v1/internal")
+
+
+@bp.get("/memory/context")
+@service_api
+def memory_context():
+    """PROJECT lines (valid key only) then USER lines, newest first, 12 + 8, and the prompt."""
+    user_id = parse_user_id(request.args.get("userId"), "userId")
+    return ok(service.context_for(user_id, request.args.get("projectKey")))

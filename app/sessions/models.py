@@ -1,0 +1,36 @@
+"""The platform's sessions, as reported by the completion webhook."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db_types import Timestamp, project_key_type, utcnow
+from app.extensions import db
+from app.memory.rules import valid_project_key
+
+
+class PlatformSession(db.Model):
+    __tablename__ = "session"
+    __table_args__ = (sa.Index("idx_session_user_project", "user_id", "project_key"),)
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True, autoincrement=False)
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
+    # Stored as reported (up to 255); only keys that pass valid_project_key count as projects.
+    project_key: Mapped[str | None] = mapped_column(project_key_type(255))
+    workspace: Mapped[str | None] = mapped_column(sa.String(512))
+    session_type: Mapped[str | None] = mapped_column(sa.String(32))
+    channel: Mapped[str | None] = mapped_column(sa.String(32))
+    last_seen_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
+
+    @classmethod
+    def project_keys(cls, user_id: int, bot_keys: Iterable[str]) -> list[str]:
+        """Distinct real project keys of the user's sessions, sorted (bot keys left out)."""
+        keys = db.session.scalars(
+            sa.select(cls.project_key).distinct()
+            .where(cls.user_id == user_id, cls.project_key.is_not(None), cls.project_key != "")
+        )
+        return sorted({k for k in keys if valid_project_key(k, bot_keys) == k})

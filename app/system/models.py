@@ -1,0 +1,62 @@
+"""System settings (seed V130) and the LLM models an operator registered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.extensions import db
+
+EXTRACTION_MODEL_KEY = "memory.extractionModelId"
+
+
+class SystemSetting(db.Model):
+    __tablename__ = "system_setting"
+
+    setting_key: Mapped[str] = mapped_column(sa.String(128), primary_key=True)
+    value: Mapped[str] = mapped_column(sa.Text, nullable=False, default="")
+    category: Mapped[str] = mapped_column(sa.String(64), nullable=False, default="")
+    description: Mapped[str] = mapped_column(sa.String(255), nullable=False, default="")
+    editable: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, default=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.setting_key,
+            "value": self.value,
+            "category": self.category,
+            "description": self.description,
+            "editable": bool(self.editable),
+        }
+
+    @classmethod
+    def value_of(cls, key: str) -> str:
+        return db.session.scalar(sa.select(cls.value).where(cls.setting_key == key)) or ""
+
+
+class LlmModel(db.Model):
+    """A chat model. Keys never live here: `api_key_env` names the variable that holds one."""
+
+    __tablename__ = "llm_model"
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(64), unique=True, nullable=False)
+    model: Mapped[str] = mapped_column(sa.String(128), nullable=False)
+    base_url: Mapped[str | None] = mapped_column(sa.String(512))
+    api_key_env: Mapped[str | None] = mapped_column(sa.String(128))
+    is_default: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, default=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "model": self.model,
+                "isDefault": bool(self.is_default)}
+
+    @classmethod
+    def default(cls) -> LlmModel | None:
+        return db.session.scalar(
+            sa.select(cls).where(cls.is_default.is_(True)).order_by(cls.id).limit(1)
+        )
+
+    @classmethod
+    def all_ordered(cls) -> list[LlmModel]:
+        return list(db.session.scalars(sa.select(cls).order_by(cls.id)))

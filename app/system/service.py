@@ -1,0 +1,69 @@
+"""System settings and LLM model registry: the admin's side of D10."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from app.envelope import ApiError, ErrorCode
+from app.extensions import db
+from app.system.models import EXTRACTION_MODEL_KEY, LlmModel, SystemSetting
+
+MODEL_SETTING_KEYS = frozenset({EXTRACTION_MODEL_KEY})
+
+
+def list_settings() -> list[SystemSetting]:
+    return list(db.session.scalars(
+        sa.select(SystemSetting).order_by(SystemSetting.category, SystemSetting.setting_key)
+    ))
+
+
+def _model_id_value(value: Any) -> str:
+    """'' (use the default model) or the id of a registered model, else 3003."""
+    if isinstance(value, bool):
+        raise ApiError(ErrorCode.PARAM_INVALID, "value must be a string")
+    if isinstance(value, int):
+        value = str(value)
+    if not isinstance(value, str):
+        raise ApiError(ErrorCode.PARAM_INVALID, "value must be a string")
+    value = value.strip()
+    if value == "":
+        return ""
+    if not (value.isascii() and value.isdigit()) or len(value) > 18 \
+            or db.session.get(LlmModel, int(value)) is None:
+        raise ApiError(ErrorCode.MODEL_NOT_FOUND, f"no model with id {value!r}")
+    return str(int(value))
+
+
+def put_setting(key: str, value: Any) -> SystemSetting:
+    setting = db.session.get(SystemSetting, key)
+    if setting is None:
+        raise ApiError(ErrorCode.PARAM_INVALID, f"unknown setting {key!r}")
+    if not setting.editable:
+        raise ApiError(ErrorCode.FORBIDDEN, f"setting {key!r} is not editable")
+    if key in MODEL_SETTING_KEYS:
+        value = _model_id_value(value)
+    elif not isinstance(value, str):
+        raise ApiError(ErrorCode.PARAM_INVALID, "value must be a string")
+    setting.value = value
+    db.session.commit()
+    return setting
+
+
+def list_models() -> list[LlmModel]:
+    return LlmModel.all_ordered()
+
+
+def add_model(name: str, model: str, *, base_url: str | None = None,
+              api_key_env: str | None = None, default: bool = False) -> LlmModel:
+    """Register a model; `default` makes it the only default."""
+    if db.session.scalar(sa.select(LlmModel.id).where(LlmModel.name == name)) is not None:
+        raise ValueError(f"model {name!r} already exists")
+    if default:
+        db.session.execute(sa.update(LlmModel).values(is_default=False))
+    row = LlmModel(name=name, model=model, base_url=base_url or None,
+                   api_key_env=api_key_env or None, is_default=default)
+    db.session.add(row)
+    db.session.commit()
+    return row

@@ -1,0 +1,76 @@
+"""User JSON API (SPEC §4, seed §5.3): a user's own memories, auto-capture switch, projects."""
+
+from __future__ import annotations
+
+from flask import Blueprint, request
+
+from app.auth.identity import current_user_id, user_api
+from app.envelope import ApiError, ErrorCode, json_body, ok
+from app.memory import service
+
+bp = Blueprint("user_api", __name__, url_prefix="/api/v1/memory")
+
+
+@bp.get("")
+@user_api
+def list_memories():
+    """A page of the caller's memories, newest first; filters scope, projectKey, status."""
+    args = request.args
+    page = service.list_items(
+        current_user_id(), scope=args.get("scope"), project_key=args.get("projectKey"),
+        status=args.get("status"), page=args.get("page"), size=args.get("pageSize"),
+    )
+    return ok(page.to_dict())
+
+
+@bp.post("")
+@user_api
+def create_memory():
+    """A new MANUAL memory (HTTP 201)."""
+    body = json_body()
+    item = service.create_item(current_user_id(), body.get("scope"), body.get("content"),
+                               body.get("projectKey"))
+    return ok(item.to_dict(), 201)
+
+
+@bp.patch("/<int:item_id>")
+@user_api
+def update_memory(item_id: int):
+    """Edit content (status kept, D12) and/or switch status ACTIVE ↔ DISMISSED."""
+    body = json_body()
+    item = service.update_item(current_user_id(), item_id, content=body.get("content"),
+                               status=body.get("status"))
+    return ok(item.to_dict())
+
+
+@bp.delete("/<int:item_id>")
+@user_api
+def delete_memory(item_id: int):
+    """Delete for good (D3: the same fact may be learnt again)."""
+    service.delete_item(current_user_id(), item_id)
+    return ok(None)
+
+
+@bp.get("/settings")
+@user_api
+def get_settings():
+    """The auto-capture switch; no preference row means off (D9)."""
+    return ok({"autoCaptureEnabled": service.auto_capture_enabled(current_user_id())})
+
+
+@bp.patch("/settings")
+@user_api
+def patch_settings():
+    """Flip auto-capture."""
+    body = json_body()
+    if "autoCaptureEnabled" not in body:
+        raise ApiError(ErrorCode.PARAM_INVALID, "autoCaptureEnabled is required")
+    enabled = service.set_auto_capture(current_user_id(), body["autoCaptureEnabled"])
+    return ok({"autoCaptureEnabled": enabled})
+
+
+@bp.get("/projects")
+@user_api
+def projects():
+    """Project keys of the caller's sessions, sorted; bot-channel keys left out."""
+    return ok({"projects": service.project_keys(current_user_id())})
