@@ -6,8 +6,10 @@ from TEST_REDIS_URL (default: db 15 on the local Redis).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,6 +21,7 @@ from flask_migrate import upgrade
 from app import create_app
 from app.auth import service as accounts
 from app.auth.models import User
+from app.db_types import utcnow
 from app.extensions import db
 
 TEST_DATABASE_URL = os.environ.get(
@@ -139,6 +142,13 @@ def ctx(app: Flask) -> Iterator[None]:
         db.session.remove()
 
 
+@functools.cache
+def _password_hash() -> str:
+    from werkzeug.security import generate_password_hash
+
+    return generate_password_hash(PASSWORD)
+
+
 class Accounts:
     """Create users and credentials the way an operator would."""
 
@@ -148,7 +158,10 @@ class Accounts:
     def user(self, name: str = "alice", *, user_id: int | None = None, admin: bool = False,
              grants: tuple[str, ...] = ()) -> int:
         with self.app.app_context():
-            user = accounts.create_user(name, user_id=user_id, password=PASSWORD, admin=admin)
+            user = accounts.create_user(name, user_id=user_id, admin=admin)
+            # scrypt is slow on purpose; hash the shared test password once per run.
+            user.password_hash = _password_hash()
+            db.session.commit()
             for code in grants:
                 accounts.grant(name, code)
             return user.id
@@ -166,9 +179,11 @@ def users(app: Flask) -> Accounts:
 class Api:
     """Call the JSON API as one principal; returns (status, envelope)."""
 
-    def __init__(self, client: FlaskClient, headers: dict[str, str]) -> None:
+    def __init__(self, client: FlaskClient, headers: dict[str, str],
+                 user_id: int | None = None) -> None:
         self.client = client
         self.headers = headers
+        self.user_id = user_id
 
     def call(self, method: str, path: str, json: Any = None, **kwargs: Any):
         headers = {**self.headers, **kwargs.pop("headers", {})}
@@ -194,8 +209,8 @@ class Api:
 @pytest.fixture
 def as_user(client: FlaskClient):
     """`as_user(token)` → an Api client authenticated with a personal token."""
-    def make(token: str) -> Api:
-        return Api(client, {"Authorization": f"Bearer {token}"})
+    def make(token: str, user_id: int | None = None) -> Api:
+        return Api(client, {"Authorization": f"Bearer {token}"}, user_id)
     return make
 
 
@@ -206,21 +221,84 @@ def as_service(client: FlaskClient):
         headers = {"Authorization": f"Bearer {SERVICE_TOKEN}"}
         if user_id is not None:
             headers["X-User-Id"] = str(user_id)
-        return Api(client, headers)
+        return Api(client, headers, user_id)
     return make
 
 
 @pytest.fixture
 def alice(users: Accounts, as_user) -> Api:
     """A plain user with a personal token."""
-    users.user("alice")
-    return as_user(users.token("alice"))
+    user_id = users.user("alice")
+    return as_user(users.token("alice"), user_id)
 
 
 @pytest.fixture
 def bob(users: Accounts, as_user) -> Api:
-    users.user("bob")
-    return as_user(users.token("bob"))
+    user_id = users.user("bob")
+    return as_user(users.token("bob"), user_id)
+
+
+class Memories:
+    """Put memory rows straight into the database (state to start a test from)."""
+
+    def __init__(self, app: Flask) -> None:
+        self.app = app
+
+    def add(self, user_id: int, content: str, *, scope: str = "USER", project_key: str = "",
+            source: str = "MANUAL", status: str = "ACTIVE", updated_at: Any = None,
+            origin_session_id: int | None = None) -> int:
+        return self.bulk(user_id, [content], scope=scope, project_key=project_key,
+                         source=source, status=status, updated_at=updated_at,
+                         origin_session_id=origin_session_id)[0]
+
+    def bulk(self, user_id: int, contents: list[str], *, scope: str = "USER",
+             project_key: str = "", source: str = "MANUAL", status: str = "ACTIVE",
+             updated_at: Any = None, origin_session_id: int | None = None) -> list[int]:
+        """Rows whose updated_at grows with their position (the last is the newest)."""
+        from app.memory import rules
+        from app.memory.models import MemoryItem
+
+        base = updated_at or (utcnow() - timedelta(days=1))
+        with self.app.app_context():
+            rows = [MemoryItem(user_id=user_id, scope=scope, project_key=project_key,
+                               content=c, source=source, status=status,
+                               dedup_hash=rules.dedup_hash(scope, project_key, c),
+                               origin_session_id=origin_session_id, created_at=base,
+                               updated_at=base + timedelta(milliseconds=i))
+                    for i, c in enumerate(contents)]
+            db.session.add_all(rows)
+            db.session.commit()
+            ids = [r.id for r in rows]
+            db.session.remove()
+            return ids
+
+    def get(self, item_id: int) -> dict[str, Any] | None:
+        from app.memory.models import MemoryItem
+
+        with self.app.app_context():
+            item = db.session.get(MemoryItem, item_id)
+            data = None if item is None else {**item.to_dict(), "dedupHash": item.dedup_hash,
+                                                "rawUpdatedAt": item.updated_at}
+            db.session.remove()
+            return data
+
+    def count(self, user_id: int | None = None, **filters: Any) -> int:
+        from app.memory.models import MemoryItem
+
+        with self.app.app_context():
+            query = sa.select(sa.func.count()).select_from(MemoryItem)
+            if user_id is not None:
+                query = query.where(MemoryItem.user_id == user_id)
+            for name, value in filters.items():
+                query = query.where(getattr(MemoryItem, name) == value)
+            total = db.session.scalar(query)
+            db.session.remove()
+            return total
+
+
+@pytest.fixture
+def memories(app: Flask) -> Memories:
+    return Memories(app)
 
 
 def assert_error(result: tuple[int, Any], http_status: int, code: int) -> dict[str, Any]:

@@ -28,13 +28,20 @@ class MemoryItem(db.Model):
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     user_id: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
-    scope: Mapped[str] = mapped_column(sa.String(16), nullable=False)
-    project_key: Mapped[str] = mapped_column(ProjectKey, nullable=False, default="")
+    scope: Mapped[str] = mapped_column(sa.String(16), nullable=False, comment="USER/PROJECT")
+    project_key: Mapped[str] = mapped_column(
+        ProjectKey, nullable=False, default="", server_default="",
+        comment="PROJECT: the session projectKey; USER: empty string")
     content: Mapped[str] = mapped_column(sa.Text, nullable=False)
-    source: Mapped[str] = mapped_column(sa.String(16), nullable=False, default="MANUAL")
-    status: Mapped[str] = mapped_column(sa.String(16), nullable=False, default="ACTIVE")
-    dedup_hash: Mapped[str] = mapped_column(sa.CHAR(40), nullable=False)
-    origin_session_id: Mapped[int | None] = mapped_column(sa.BigInteger)
+    source: Mapped[str] = mapped_column(sa.String(16), nullable=False, default="MANUAL",
+                                        server_default="MANUAL",
+                                        comment="AUTO/MANUAL/CONSOLIDATED")
+    status: Mapped[str] = mapped_column(sa.String(16), nullable=False, default="ACTIVE",
+                                        server_default="ACTIVE", comment="ACTIVE/DISMISSED")
+    dedup_hash: Mapped[str] = mapped_column(
+        sa.CHAR(40), nullable=False, comment="SHA-1(scope|project_key|normalized content)")
+    origin_session_id: Mapped[int | None] = mapped_column(
+        sa.BigInteger, comment="session an AUTO row was extracted from")
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
     updated_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
 

@@ -1,0 +1,65 @@
+"""The domain rules of seed §5.1 / D5 / D7, as pure functions."""
+
+import hashlib
+
+from app.memory import rules
+from app.memory.rules import Scope
+
+
+def test_normalize_folds_every_whitespace_run_and_trims():
+    assert rules.normalize("  we  use\tpnpm\n\n here \r\n") == "we use pnpm here"
+
+
+def test_hash_is_sha1_of_scope_key_and_normalized_content():
+    expected = hashlib.sha1("PROJECT|mao|该仓库测试用 Vitest".encode()).hexdigest()
+    assert rules.dedup_hash(Scope.PROJECT, "mao", " 该仓库测试用\n Vitest ") == expected
+
+
+def test_whitespace_variants_hash_equal():
+    assert rules.dedup_hash("USER", None, "输出报告 用中文") == \
+        rules.dedup_hash("USER", "", "\t输出报告\n\n用中文  ")
+
+
+def test_same_fact_hashes_apart_per_scope_and_project():
+    user = rules.dedup_hash("USER", "", "tests use Vitest")
+    mao = rules.dedup_hash("PROJECT", "mao", "tests use Vitest")
+    other = rules.dedup_hash("PROJECT", "other", "tests use Vitest")
+    assert len({user, mao, other}) == 3
+
+
+def test_lengths_count_code_points():
+    assert rules.length("中文") == 2
+    assert rules.length("😀👍") == 2
+
+
+def test_bot_keys_are_configured_keys_and_feishu_chats():
+    assert rules.is_bot_project_key("weixin-bot")
+    assert rules.is_bot_project_key("feishu-chat-123-abc")
+    assert not rules.is_bot_project_key("feishu-chat-x-abc")
+    assert not rules.is_bot_project_key("mao")
+    assert rules.is_bot_project_key("dingtalk-bot", ("dingtalk-bot",))
+
+
+def test_valid_project_key_rejects_empty_bot_and_overlong_keys():
+    assert rules.valid_project_key("mao") == "mao"
+    assert rules.valid_project_key(None) is None
+    assert rules.valid_project_key("  ") is None
+    assert rules.valid_project_key("weixin-bot") is None
+    assert rules.valid_project_key("k" * 128) == "k" * 128
+    assert rules.valid_project_key("k" * 129) is None
+
+
+def test_prompt_block_is_exactly_the_spec_text():
+    lines = [rules.prompt_line("PROJECT", "mao", "该仓库测试用 Vitest"),
+             rules.prompt_line("USER", None, "输出报告用中文")]
+    assert rules.prompt_block(lines) == (
+        "## 长期记忆\n"
+        "以下是关于这位用户与当前项目的已确认记忆;与用户当前消息或工作区规则冲突时,"
+        "以用户当前消息为准:\n"
+        "- [项目:mao] 该仓库测试用 Vitest\n"
+        "- [用户] 输出报告用中文"
+    )
+
+
+def test_empty_prompt_block_is_empty_string():
+    assert rules.prompt_block([]) == ""

@@ -1,0 +1,103 @@
+"""memory_item as built by the migrations: unique key, indexes, index-ordered reads."""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+
+from app.db_types import utcnow
+from app.extensions import db
+from app.memory import rules
+from app.memory.models import MemoryItem
+
+
+def _row(user_id: int, content: str, **fields) -> MemoryItem:
+    now = utcnow()
+    scope = fields.pop("scope", "USER")
+    key = fields.pop("project_key", "")
+    fields = {"source": "MANUAL", "status": "ACTIVE", **fields}
+    return MemoryItem(user_id=user_id, scope=scope, project_key=key, content=content,
+                      dedup_hash=rules.dedup_hash(scope, key, content), created_at=now,
+                      updated_at=now, **fields)
+
+
+def test_dedup_unique_key_rejects_same_user_same_hash(ctx):
+    db.session.add(_row(1, "we use pnpm"))
+    db.session.commit()
+    db.session.add(_row(1, "  we   use\npnpm "))
+    with pytest.raises(IntegrityError):
+        db.session.commit()
+    db.session.rollback()
+
+
+def test_dedup_unique_key_is_per_user(ctx):
+    db.session.add_all([_row(1, "we use pnpm"), _row(2, "we use pnpm")])
+    db.session.commit()
+    assert db.session.scalar(sa.select(sa.func.count()).select_from(MemoryItem)) == 2
+
+
+def test_timestamps_keep_microseconds(ctx):
+    item = _row(1, "fact")
+    db.session.add(item)
+    db.session.commit()
+    stored = db.session.execute(sa.text("SELECT updated_at FROM memory_item")).scalar_one()
+    assert stored == item.updated_at and stored.microsecond == item.updated_at.microsecond
+
+
+@contextmanager
+def captured_selects() -> Iterator[list[tuple[str, dict]]]:
+    """The SELECTs on memory_item the code under test really sends."""
+    captured: list[tuple[str, dict]] = []
+
+    def grab(conn, cursor, statement, parameters, context, executemany):
+        if statement.lstrip().startswith("SELECT") and "memory_item" in statement:
+            captured.append((statement, parameters))
+
+    sa.event.listen(db.engine, "before_cursor_execute", grab)
+    try:
+        yield captured
+    finally:
+        sa.event.remove(db.engine, "before_cursor_execute", grab)
+
+
+def _plan(statement: str, parameters: dict) -> list[tuple]:
+    raw = db.engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        cursor.execute("EXPLAIN " + statement, parameters)
+        columns = [c[0] for c in cursor.description]
+        return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+    finally:
+        raw.close()
+
+
+@pytest.fixture
+def populated(ctx):
+    """Several users with mixed rows, so the optimizer has real choices to make."""
+    db.session.add_all([_row(u, f"fact {u} {i}", scope="PROJECT" if i % 2 else "USER",
+                             project_key="mao" if i % 2 else "",
+                             status="DISMISSED" if i % 5 == 0 else "ACTIVE")
+                        for u in range(1, 13) for i in range(80)])
+    db.session.commit()
+    db.session.execute(sa.text("ANALYZE TABLE memory_item"))
+
+
+@pytest.mark.parametrize("read", [
+    pytest.param(lambda: MemoryItem.injection_rows(7, "mao"), id="injection-with-project"),
+    pytest.param(lambda: MemoryItem.injection_rows(7, None), id="injection-user-only"),
+    pytest.param(lambda: MemoryItem.page(7), id="list-all"),
+    pytest.param(lambda: MemoryItem.page(7, status="ACTIVE"), id="list-active"),
+    pytest.param(lambda: MemoryItem.page(7, scope="USER", status="ACTIVE"), id="list-scope"),
+    pytest.param(lambda: MemoryItem.page(7, project_key="mao", status="DISMISSED"),
+                 id="list-project"),
+])
+def test_list_and_injection_reads_are_index_ordered(populated, read):
+    with captured_selects() as statements:
+        read()
+    assert statements
+    for statement, parameters in statements:
+        for step in _plan(statement, parameters):
+            assert step["key"] and step["key"] != "PRIMARY", (statement, step)
+            assert "filesort" not in (step["Extra"] or ""), (statement, step)

@@ -1,0 +1,108 @@
+"""The injection context for a new session (SPEC §4, seed §5.2, §8 P1 prompt-engine)."""
+
+import pytest
+
+from app.memory.rules import PROMPT_HEADER
+from tests.conftest import SERVICE_TOKEN, assert_error, assert_ok
+
+URL = "/api/v1/internal/memory/context"
+
+
+@pytest.fixture
+def platform(as_service):
+    return as_service()
+
+
+def context(platform, user_id, project_key=None):
+    query = f"?userId={user_id}" + (f"&projectKey={project_key}" if project_key is not None
+                                     else "")
+    return assert_ok(platform.get(URL + query))
+
+
+def test_block_is_project_lines_then_user_lines_exactly(platform, alice, memories):
+    memories.add(alice.user_id, "输出报告用中文")
+    memories.add(alice.user_id, "该仓库测试用 Vitest", scope="PROJECT", project_key="mao")
+    data = context(platform, alice.user_id, "mao")
+    assert data["prompt"] == (
+        "## 长期记忆\n"
+        "以下是关于这位用户与当前项目的已确认记忆;与用户当前消息或工作区规则冲突时,"
+        "以用户当前消息为准:\n"
+        "- [项目:mao] 该仓库测试用 Vitest\n"
+        "- [用户] 输出报告用中文"
+    )
+    assert data["memories"] == [
+        {"scope": "PROJECT", "projectKey": "mao", "content": "该仓库测试用 Vitest"},
+        {"scope": "USER", "projectKey": None, "content": "输出报告用中文"},
+    ]
+
+
+def test_groups_are_truncated_at_12_project_and_8_user_newest_first(platform, alice,
+                                                                     memories):
+    memories.bulk(alice.user_id, [f"user {i:02}" for i in range(10)])
+    memories.bulk(alice.user_id, [f"project {i:02}" for i in range(15)], scope="PROJECT",
+                  project_key="mao")
+    data = context(platform, alice.user_id, "mao")
+    contents = [m["content"] for m in data["memories"]]
+    assert contents == [f"project {i:02}" for i in range(14, 2, -1)] + \
+        [f"user {i:02}" for i in range(9, 1, -1)]
+    assert data["prompt"].splitlines()[0:2] == PROMPT_HEADER.splitlines()
+    assert len(data["prompt"].splitlines()) == 2 + 12 + 8
+
+
+def test_other_projects_are_not_injected(platform, alice, memories):
+    memories.add(alice.user_id, "other fact", scope="PROJECT", project_key="other")
+    memories.add(alice.user_id, "user fact")
+    assert [m["content"] for m in context(platform, alice.user_id, "mao")["memories"]] == \
+        ["user fact"]
+
+
+@pytest.mark.parametrize("key", [None, "", "weixin-bot", "feishu-chat-12-sales"])
+def test_bot_or_empty_key_gives_user_lines_only(platform, alice, memories, key):
+    memories.add(alice.user_id, "user fact")
+    memories.add(alice.user_id, "bot fact", scope="PROJECT", project_key="weixin-bot")
+    memories.add(alice.user_id, "mao fact", scope="PROJECT", project_key="mao")
+    data = context(platform, alice.user_id, key)
+    assert data["memories"] == [{"scope": "USER", "projectKey": None, "content": "user fact"}]
+
+
+def test_dismissed_memories_never_appear(platform, alice, memories):
+    memories.add(alice.user_id, "dismissed user", status="DISMISSED")
+    memories.add(alice.user_id, "dismissed mao", scope="PROJECT", project_key="mao",
+                 status="DISMISSED")
+    assert context(platform, alice.user_id, "mao") == {"memories": [], "prompt": ""}
+
+
+def test_nothing_to_inject_gives_empty_prompt(platform):
+    assert context(platform, 987654) == {"memories": [], "prompt": ""}
+
+
+def test_other_users_memories_are_not_injected(platform, alice, bob, memories):
+    memories.add(bob.user_id, "bob's fact")
+    assert context(platform, alice.user_id)["prompt"] == ""
+
+
+def test_multiline_content_stays_one_prompt_line(platform, alice, memories):
+    memories.add(alice.user_id, "line one\nline two")
+    data = context(platform, alice.user_id)
+    assert data["prompt"].splitlines()[-1] == "- [用户] line one line two"
+    assert data["memories"][0]["content"] == "line one\nline two"
+
+
+def test_workspace_is_accepted(platform, alice, memories):
+    memories.add(alice.user_id, "user fact")
+    data = assert_ok(platform.get(f"{URL}?userId={alice.user_id}&workspace=/home/a/mao"))
+    assert len(data["memories"]) == 1
+
+
+def test_context_needs_the_service_token(client, alice):
+    assert_error((lambda r: (r.status_code, r.get_json()))(
+        client.get(f"{URL}?userId={alice.user_id}")), 401, 1001)
+    assert_error(alice.get(f"{URL}?userId={alice.user_id}"), 401, 1001)
+    response = client.get(f"{URL}?userId=1", headers={"Authorization": "Bearer wrong"})
+    assert response.status_code == 401
+
+
+@pytest.mark.parametrize("query", ["", "?userId=", "?userId=x", "?userId=0"])
+def test_context_needs_a_user_id(client, query):
+    response = client.get(URL + query, headers={"Authorization": f"Bearer {SERVICE_TOKEN}"})
+    assert (response.status_code, response.get_json()["code"]) == (400, 2001)
