@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 from flask import Flask
 from flask.cli import AppGroup
+from werkzeug.serving import run_simple
 
 from app.auth import service as accounts
 from app.system import service as system
@@ -84,6 +85,31 @@ def list_models() -> None:
                    f"\t{row.api_key_env or '-'}{flag}")
 
 
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=5000, show_default=True, type=int)
+def serve(host: str, port: int) -> None:
+    """Run the service on its built-in server (the embedded setup; use gunicorn in production)."""
+    from flask import current_app
+
+    from app.auth.models import User
+    from app.extensions import db
+
+    app = current_app._get_current_object()
+    with app.app_context():
+        has_users = db.session.scalar(db.select(db.func.count()).select_from(User)) > 0
+        db.session.remove()
+    base = f"http://{host}:{port}"
+    click.echo(f"Memory service: log in at {base}/login (API docs: {base}/api/openapi.json)")
+    if not has_users:
+        click.echo("No users yet. In another terminal, create the first one:\n"
+                   "  .venv/bin/flask --app wsgi users create admin --password 'choose-one' "
+                   "--admin")
+    # Flask refuses app.run() inside a CLI command; run werkzeug's server directly.
+    run_simple(host, port, app, threaded=True, use_reloader=False)
+
+
 def register_cli(app: Flask) -> None:
     app.cli.add_command(users)
     app.cli.add_command(models)
+    app.cli.add_command(serve)
