@@ -58,9 +58,10 @@ def _import_models() -> None:
 def _register_blueprints(app: Flask) -> None:
     from app.admin.api import bp as admin_api
     from app.auth.pages import bp as auth_pages
+    from app.health import bp as health
     from app.openapi import bp as openapi
     from app.platform.api import bp as platform_api
     from app.user.api import bp as user_api
 
-    for blueprint in (auth_pages, user_api, admin_api, platform_api, openapi):
+    for blueprint in (health, auth_pages, user_api, admin_api, platform_api, openapi):
         app.register_blueprint(blueprint)

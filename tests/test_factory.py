@@ -44,3 +44,9 @@ def test_dev_secret_key_is_refused_in_production(monkeypatch, variable):
 
 def test_mysql_sessions_read_committed(app):
     assert app.config["SQLALCHEMY_ENGINE_OPTIONS"]["isolation_level"] == "READ COMMITTED"
+
+
+def test_health_probe_answers_without_dependencies(make_app):
+    app = make_app(SQLALCHEMY_DATABASE_URI="mysql+pymysql://root@127.0.0.1:1/none")
+    response = app.test_client().get("/healthz")
+    assert (response.status_code, response.get_json()) == (200, {"status": "ok"})
