@@ -8,6 +8,7 @@ from typing import Any
 from flask import Flask
 
 from app import config as app_config
+from app import readpool
 from app.extensions import db, migrate
 
 MIGRATIONS_DIR = str(Path(__file__).resolve().parent.parent / "migrations")
@@ -24,7 +25,12 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 
     db.init_app(app)
     migrate.init_app(app, db, directory=MIGRATIONS_DIR)
+    readpool.init_app(app)
     _import_models()
+
+    from app.extraction import queue as job_queue
+
+    job_queue.init_app(app)
 
     from app.envelope import register_error_handlers
 
@@ -50,6 +56,7 @@ def _tune_engine(app: Flask) -> None:
 def _import_models() -> None:
     """Every model registered on db.metadata, for Alembic and relationships."""
     from app.auth import models as _auth  # noqa: F401
+    from app.extraction import models as _extraction  # noqa: F401
     from app.memory import models as _memory  # noqa: F401
     from app.sessions import models as _sessions  # noqa: F401
     from app.system import models as _system  # noqa: F401
@@ -57,11 +64,19 @@ def _import_models() -> None:
 
 def _register_blueprints(app: Flask) -> None:
     from app.admin.api import bp as admin_api
+    from app.admin.pages import bp as admin_pages
     from app.auth.pages import bp as auth_pages
     from app.health import bp as health
+    from app.metrics import bp as metrics
     from app.openapi import bp as openapi
     from app.platform.api import bp as platform_api
+    from app.platform.webhook import bp as webhook
     from app.user.api import bp as user_api
+    from app.user.pages import bp as user_pages
 
-    for blueprint in (health, auth_pages, user_api, admin_api, platform_api, openapi):
+    for blueprint in (health, auth_pages, user_pages, admin_pages, user_api, admin_api,
+                      platform_api, openapi):
+        app.register_blueprint(blueprint)
+    # The completion webhook (HMAC, not a token) and the Prometheus scrape endpoint.
+    for blueprint in (webhook, metrics):
         app.register_blueprint(blueprint)

@@ -114,6 +114,7 @@ def make_app(migrated_database: str) -> Iterator[Any]:
         with app.app_context():
             db.session.remove()
             db.engine.dispose()
+        app.extensions["readpool"].engine.dispose()
 
 
 @pytest.fixture
@@ -318,3 +319,42 @@ def assert_ok(result: tuple[int, Any], http_status: int = 200) -> Any:
     assert body["code"] == 0 and body["message"] == "success", body
     assert isinstance(body["timestamp"], int)
     return body["data"]
+
+
+# ---- extraction pipeline (issue 4): scripted LLM server, signed webhook, queued jobs --------
+# Helpers live in tests/llm_server.py and tests/extraction/support.py.
+
+@pytest.fixture
+def llm(app: Flask, monkeypatch: pytest.MonkeyPatch):
+    """The scripted OpenAI-compatible server, registered as the default model.
+
+    OPENAI_BASE_URL/OPENAI_API_KEY point at it too, for models that name no endpoint; worker
+    subprocesses inherit them.
+    """
+    from app.system import service as system
+    from tests.llm_server import ScriptedLlm
+
+    server = ScriptedLlm()
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-openai-key")
+    with app.app_context():
+        system.add_model("scripted", "scripted-default", base_url=server.base_url, default=True)
+        db.session.remove()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def webhook(client: FlaskClient):
+    """`webhook(body)` → (status, envelope) of a correctly signed delivery."""
+    from tests.extraction.support import post_webhook
+
+    return functools.partial(post_webhook, client, secret=WEBHOOK_SECRET)
+
+
+@pytest.fixture
+def run_jobs(app: Flask):
+    """`run_jobs()` runs every queued job in-process with the app's RQ worker class."""
+    from tests.extraction.support import run_jobs
+
+    return functools.partial(run_jobs, app)

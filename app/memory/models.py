@@ -12,6 +12,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from app.db_types import BigId, ProjectKey, Timestamp, iso, utcnow
 from app.extensions import db
 from app.memory.rules import INJECT_PROJECT_MAX, INJECT_USER_MAX, Scope, Status
+from app.readpool import read_rows
 
 
 class MemoryItem(db.Model):
@@ -110,28 +111,35 @@ class MemoryItem(db.Model):
         return rows, total or 0
 
     @classmethod
-    def injection_rows(cls, user_id: int, project_key: str | None) -> list[sa.Row]:
+    def injection_rows(cls, user_id: int, project_key: str | None) -> list[tuple]:
         """(scope, project_key, content) to inject: PROJECT rows first, then USER, newest first.
 
-        Each group is its own index range scan (idx_memory_project / idx_memory_user).
+        Each group is its own index range scan (idx_memory_project / idx_memory_user), run on
+        the read pool: this is the read every new agent session waits for.
         """
-        columns = (cls.scope, cls.project_key, cls.content)
-        newest = (cls.updated_at.desc(), cls.id.desc())
-        user_rows = (
-            sa.select(*columns)
-            .where(cls.user_id == user_id, cls.scope == Scope.USER, cls.status == Status.ACTIVE)
-            .order_by(*newest).limit(INJECT_USER_MAX)
-        )
+        user_rows = read_rows(_INJECT_USER_ROWS, user_id=user_id)
         if project_key is None:
-            return list(db.session.execute(user_rows))
-        # A non-empty project_key only ever belongs to PROJECT rows.
-        project_rows = (
-            sa.select(*columns)
-            .where(cls.user_id == user_id, cls.project_key == project_key,
-                   cls.status == Status.ACTIVE)
-            .order_by(*newest).limit(INJECT_PROJECT_MAX)
-        )
-        return [*db.session.execute(project_rows), *db.session.execute(user_rows)]
+            return user_rows
+        return read_rows(_INJECT_PROJECT_ROWS, user_id=user_id, project_key=project_key) \
+            + user_rows
+
+
+_NEWEST_FIRST = (MemoryItem.updated_at.desc(), MemoryItem.id.desc())
+_INJECT_COLUMNS = (MemoryItem.scope, MemoryItem.project_key, MemoryItem.content)
+_INJECT_USER_ROWS = (
+    sa.select(*_INJECT_COLUMNS)
+    .where(MemoryItem.user_id == sa.bindparam("user_id"), MemoryItem.scope == Scope.USER.value,
+           MemoryItem.status == Status.ACTIVE.value)
+    .order_by(*_NEWEST_FIRST).limit(INJECT_USER_MAX)
+)
+# A non-empty project_key only ever belongs to PROJECT rows.
+_INJECT_PROJECT_ROWS = (
+    sa.select(*_INJECT_COLUMNS)
+    .where(MemoryItem.user_id == sa.bindparam("user_id"),
+           MemoryItem.project_key == sa.bindparam("project_key"),
+           MemoryItem.status == Status.ACTIVE.value)
+    .order_by(*_NEWEST_FIRST).limit(INJECT_PROJECT_MAX)
+)
 
 
 class UserMemoryPreference(db.Model):

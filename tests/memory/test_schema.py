@@ -11,6 +11,7 @@ from app.db_types import utcnow
 from app.extensions import db
 from app.memory import rules
 from app.memory.models import MemoryItem
+from app.readpool import ReadPool
 
 
 def _row(user_id: int, content: str, **fields) -> MemoryItem:
@@ -47,14 +48,22 @@ def test_timestamps_keep_microseconds(ctx):
 
 
 @contextmanager
-def captured_selects() -> Iterator[list[tuple[str, dict]]]:
-    """The SELECTs on memory_item the code under test really sends."""
+def captured_selects(monkeypatch) -> Iterator[list[tuple[str, dict]]]:
+    """The SELECTs on memory_item the code under test really sends, session and read pool."""
     captured: list[tuple[str, dict]] = []
 
     def grab(conn, cursor, statement, parameters, context, executemany):
         if statement.lstrip().startswith("SELECT") and "memory_item" in statement:
             captured.append((statement, parameters))
 
+    pool_rows = ReadPool.rows
+
+    def recording_rows(self, statement, **params):
+        sql, defaults, _ = self._compile(statement)
+        captured.append((sql, {**defaults, **params}))
+        return pool_rows(self, statement, **params)
+
+    monkeypatch.setattr(ReadPool, "rows", recording_rows)
     sa.event.listen(db.engine, "before_cursor_execute", grab)
     try:
         yield captured
@@ -93,8 +102,8 @@ def populated(ctx):
     pytest.param(lambda: MemoryItem.page(7, project_key="mao", status="DISMISSED"),
                  id="list-project"),
 ])
-def test_list_and_injection_reads_are_index_ordered(populated, read):
-    with captured_selects() as statements:
+def test_list_and_injection_reads_are_index_ordered(populated, monkeypatch, read):
+    with captured_selects(monkeypatch) as statements:
         read()
     assert statements
     for statement, parameters in statements:

@@ -106,3 +106,25 @@ def test_context_needs_the_service_token(client, alice):
 def test_context_needs_a_user_id(client, query):
     response = client.get(URL + query, headers={"Authorization": f"Bearer {SERVICE_TOKEN}"})
     assert (response.status_code, response.get_json()["code"]) == (400, 2001)
+
+
+def _kill_connections_of_test_database(app):
+    """KILL every server connection to this test database but the killer's own."""
+    from app.extensions import db
+
+    with app.app_context(), db.engine.connect() as conn:
+        ids = conn.execute(db.text(
+            "SELECT ID FROM information_schema.PROCESSLIST "
+            "WHERE DB = DATABASE() AND ID <> CONNECTION_ID()")).scalars().all()
+        for connection_id in ids:
+            conn.execute(db.text(f"KILL {int(connection_id)}"))
+    return ids
+
+
+def test_killed_database_connections_do_not_fail_the_next_read(app, platform, alice,
+                                                                memories):
+    memories.add(alice.user_id, "user fact")
+    assert context(platform, alice.user_id)["memories"]
+    assert _kill_connections_of_test_database(app)
+    assert [m["content"] for m in context(platform, alice.user_id)["memories"]] == ["user fact"]
+    assert_ok(alice.get("/api/v1/memory"))
