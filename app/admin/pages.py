@@ -1,0 +1,140 @@
+"""Admin pages (SPEC §6, seed §5.4): the read-only memory audit and the system settings.
+
+The audit page only reads: it has GET routes only and renders no control that writes, just as
+the admin JSON API has no endpoint that writes a memory.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, ParamSpec, TypeVar
+
+from flask import Blueprint, make_response, render_template, request, url_for
+from werkzeug.datastructures import MultiDict
+
+from app import pages
+from app.admin.api import MEMORY_READ
+from app.auth.identity import parse_user_id
+from app.auth.models import User
+from app.envelope import ApiError
+from app.extensions import db
+from app.memory import service as memory
+from app.system import service as system
+from app.system.models import LlmModel, SystemSetting
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+bp = Blueprint("admin_pages", __name__, url_prefix="/admin")
+bp.before_request(pages.require_login)
+bp.after_request(pages.vary_on_htmx)
+bp.register_error_handler(ApiError, pages.api_error_response)
+
+PAGE_SIZE = 20
+SEARCH_MAX = 64
+AUDIT_BANNER = "本页面用于审计用户记忆内容,仅供治理用途"
+SCOPE_FILTERS = (("", "全部"), ("USER", "用户"), ("PROJECT", "项目"))
+STATUS_FILTERS = (("", "全部"), ("ACTIVE", "生效中"), ("DISMISSED", "已忽略"))
+
+
+def allowed_if(check: Callable[[User], bool],
+               refusal: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Answer 403 with `refusal` unless the logged-in user passes `check`."""
+    def decorator(view: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(view)
+        def wrapped(*args: P.args, **kwargs: P.kwargs) -> R:
+            if not check(pages.current_user()):
+                return pages.error_response(403, "没有权限", refusal)
+            return view(*args, **kwargs)
+        return wrapped
+    return decorator
+
+
+def _is_admin(user: User) -> bool:
+    return user.is_admin
+
+
+def _can_audit(user: User) -> bool:
+    return user.has_permission(MEMORY_READ)
+
+
+@dataclass(frozen=True)
+class AuditView:
+    """What the audit page shows: a user search, the chosen user, filters, page (all in the URL)."""
+
+    q: str = ""
+    user_id: int | None = None
+    scope: str = ""
+    status: str = ""
+    page: int = 1
+
+    @classmethod
+    def from_values(cls, values: MultiDict[str, str]) -> AuditView:
+        """Parsed with the domain's parsers, so a bad value is the usual 2001."""
+        raw_user = values.get("userId")
+        user_id = parse_user_id(raw_user, "userId") if raw_user else None
+        scope = memory.parse_scope(values.get("scope") or None, required=False)
+        status = memory.parse_status(values.get("status") or None, required=False)
+        page, _ = memory.parse_paging(values.get("page"), PAGE_SIZE)
+        return cls(values.get("q", "").strip()[:SEARCH_MAX], user_id,
+                   scope.value if scope else "", status.value if status else "", page)
+
+    def url(self, **changes: Any) -> str:
+        """The audit URL of this view with `changes`; empty values stay out of the URL."""
+        view = replace(self, **changes)
+        return url_for("admin_pages.memory_audit", q=view.q or None, userId=view.user_id,
+                       scope=view.scope or None, status=view.status or None,
+                       page=view.page if view.page > 1 else None)
+
+
+@bp.get("/memory")
+@allowed_if(_can_audit, f"记忆审计需要 {MEMORY_READ} 权限")
+def memory_audit():
+    """记忆审计: search a user, read their memories; for htmx only the results fragment."""
+    view = AuditView.from_values(request.args)
+    found = User.search(view.q) if view.q else []
+    subject = listing = None
+    if view.user_id is not None:
+        subject = db.session.get(User, view.user_id)
+        listing = memory.list_items(view.user_id, scope=view.scope, status=view.status,
+                                    page=view.page, size=PAGE_SIZE)
+    return pages.page_or_fragment(
+        "admin/memory.html", "admin/_audit_results.html",
+        banner=AUDIT_BANNER, view=view, found=found, subject=subject, listing=listing,
+        scope_filters=SCOPE_FILTERS, status_filters=STATUS_FILTERS,
+    )
+
+
+def _models_context() -> dict[str, Any]:
+    """What a setting's form needs to offer registered models for the model settings."""
+    return {"models": system.list_models(), "model_keys": system.MODEL_SETTING_KEYS,
+            "default_model": LlmModel.default()}
+
+
+@bp.get("/settings")
+@allowed_if(_is_admin, "系统设置仅管理员可用")
+def settings_page():
+    """系统设置: every setting, with a model select for memory.extractionModelId."""
+    return render_template("admin/settings.html", settings=system.list_settings(),
+                           **_models_context())
+
+
+@bp.put("/settings/<path:key>")
+@allowed_if(_is_admin, "系统设置仅管理员可用")
+def save_setting(key: str):
+    """Save one setting through the system service; answers that setting's form again."""
+    value = request.form.get("value", "")
+    try:
+        setting = system.put_setting(key, value)
+    except ApiError as exc:
+        setting = db.session.get(SystemSetting, key)
+        if setting is None:
+            raise
+        # The refused value stays in the form, with the reason under it.
+        html = render_template("admin/_setting.html", setting=setting, value=value,
+                               error=pages.describe(exc), **_models_context())
+        return make_response(html, exc.http_status)
+    return render_template("admin/_setting.html", setting=setting, value=setting.value,
+                           saved=True, **_models_context())
