@@ -1,0 +1,173 @@
+"""记忆审计 reads any user's memories and changes none; 系统设置 picks the extraction model."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from flask import Flask
+
+from app.extensions import db
+from app.system import service as system
+from app.system.models import EXTRACTION_MODEL_KEY, SystemSetting
+from tests.pages.conftest import PageSession
+
+BANNER = "本页面用于审计用户记忆内容,仅供治理用途"
+
+
+@pytest.fixture
+def auditor(users, pages: PageSession) -> PageSession:
+    """A user holding memory:read, logged in."""
+    pages.user_id = users.user("auditor", grants=("memory:read",))
+    pages.login("auditor")
+    return pages
+
+
+@pytest.fixture
+def admin(users, pages: PageSession) -> PageSession:
+    pages.user_id = users.user("root", admin=True)
+    pages.login("root")
+    return pages
+
+
+def _main(html: str) -> str:
+    """The page without the shared header (whose logout form is the only POST anywhere)."""
+    return html[html.index('<main'):]
+
+
+def _setting_value(app: Flask, key: str = EXTRACTION_MODEL_KEY) -> str:
+    with app.app_context():
+        return db.session.get(SystemSetting, key).value
+
+
+def _add_models(app: Flask) -> tuple[int, int]:
+    with app.app_context():
+        fast = system.add_model("fast", "gpt-4o-mini", default=True)
+        big = system.add_model("big", "gpt-4o")
+        return fast.id, big.id
+
+
+# ---- audit ------------------------------------------------------------------------------
+
+def test_audit_page_shows_the_fixed_banner(auditor):
+    html = auditor.get("/admin/memory").text
+    assert f'<p class="banner" role="note">{BANNER}</p>' in html
+
+
+def test_user_search_finds_by_name_and_by_id(auditor, users):
+    alice = users.user("alice")
+    users.user("bob")
+    html = auditor.htmx("GET", "/admin/memory?q=ali").text
+    assert ">alice</a>" in html and ">bob</a>" not in html
+    assert f'href="/admin/memory?q=ali&amp;userId={alice}"' in html
+    assert ">alice</a>" in auditor.htmx("GET", f"/admin/memory?q={alice}").text
+
+
+def test_user_search_says_when_nothing_matches(auditor):
+    assert "没有匹配「nobody」的用户" in auditor.htmx("GET", "/admin/memory?q=nobody").text
+
+
+def test_audit_table_lists_the_chosen_users_memories_of_every_status(auditor, users, memories):
+    alice = users.user("alice")
+    memories.add(alice, "生效的", source="AUTO")
+    memories.add(alice, "忽略的", status="DISMISSED")
+    memories.add(users.user("bob"), "bob 的")
+    html = auditor.htmx("GET", f"/admin/memory?userId={alice}").text
+    assert "alice 的记忆" in html
+    assert "生效的" in html and "忽略的" in html and "bob 的" not in html
+    assert "共 2 条" in html
+
+
+@pytest.mark.parametrize(("query", "shown", "hidden"), [
+    ("status=DISMISSED", "忽略的", "生效的"),
+    ("status=ACTIVE", "生效的", "忽略的"),
+    ("scope=PROJECT", "项目的", "生效的"),
+])
+def test_audit_filters_by_scope_and_status(auditor, users, memories, query, shown, hidden):
+    alice = users.user("alice")
+    memories.add(alice, "生效的")
+    memories.add(alice, "忽略的", status="DISMISSED")
+    memories.add(alice, "项目的", scope="PROJECT", project_key="mao")
+    html = auditor.htmx("GET", f"/admin/memory?userId={alice}&{query}").text
+    assert shown in html and hidden not in html
+
+
+def test_audit_table_pages_past_twenty_rows(auditor, users, memories):
+    alice = users.user("alice")
+    memories.add_many(alice, [f"第 {n} 条" for n in range(25)])
+    html = auditor.htmx("GET", f"/admin/memory?userId={alice}").text
+    assert "第 1 / 2 页" in html
+    assert f'href="/admin/memory?userId={alice}&amp;page=2"' in html
+    assert html.count("<tr>") == 20 + 1
+
+
+def test_audit_page_has_no_control_that_writes(auditor, users, memories):
+    alice = users.user("alice")
+    memories.add(alice, "生效的")
+    main = _main(auditor.get(f"/admin/memory?q=alice&userId={alice}").text)
+    assert not re.search(r"hx-(post|put|patch|delete)", main)
+    assert not re.search(r'method="post"', main, re.IGNORECASE)
+    assert "<button" not in main.replace('<button type="submit">搜索</button>', "")
+
+
+def test_audit_results_fragment_for_htmx(auditor):
+    response = auditor.htmx("GET", "/admin/memory?q=x")
+    assert response.text.lstrip().startswith('<section id="audit-results"')
+    assert BANNER not in response.text
+
+
+def test_audit_content_is_escaped(auditor, users, memories):
+    alice = users.user("alice")
+    memories.add(alice, "<script>alert(1)</script>")
+    html = auditor.get(f"/admin/memory?userId={alice}").text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<script>alert(1)" not in html
+
+
+def test_audit_of_a_bad_user_id_is_refused(auditor):
+    response = auditor.get("/admin/memory?userId=abc")
+    assert response.status_code == 400
+    assert "userId must be a positive integer" in response.text
+
+
+# ---- settings ---------------------------------------------------------------------------
+
+def test_settings_page_offers_registered_models_for_the_extraction_model(admin, app):
+    fast, big = _add_models(app)
+    html = admin.get("/admin/settings").text
+    assert "memory.extractionModelId" in html
+    assert '<option value="">默认模型(fast)</option>' in html
+    assert f'<option value="{fast}">fast · gpt-4o-mini</option>' in html
+    assert f'<option value="{big}">big · gpt-4o</option>' in html
+
+
+def test_saving_a_model_stores_its_id(admin, app):
+    _, big = _add_models(app)
+    response = admin.htmx("PUT", f"/admin/settings/{EXTRACTION_MODEL_KEY}", {"value": str(big)})
+    assert response.status_code == 200
+    assert "已保存" in response.text
+    assert f'<option value="{big}" selected>' in response.text
+    assert _setting_value(app) == str(big)
+
+
+def test_saving_empty_means_the_default_model(admin, app):
+    _, big = _add_models(app)
+    admin.htmx("PUT", f"/admin/settings/{EXTRACTION_MODEL_KEY}", {"value": str(big)})
+    admin.htmx("PUT", f"/admin/settings/{EXTRACTION_MODEL_KEY}", {"value": ""})
+    assert _setting_value(app) == ""
+
+
+def test_unknown_model_is_refused_by_the_system_service(admin, app):
+    _add_models(app)
+    response = admin.htmx("PUT", f"/admin/settings/{EXTRACTION_MODEL_KEY}", {"value": "999"})
+    assert response.status_code == 400
+    assert "模型不存在" in response.text
+    assert "no model with id &#39;999&#39;" in response.text
+    assert _setting_value(app) == ""
+
+
+def test_unknown_setting_is_refused(admin):
+    response = admin.htmx("PUT", "/admin/settings/no.such.key", {"value": "x"})
+    assert response.status_code == 400
+    assert response.headers["HX-Retarget"] == "#flash"
+    assert "unknown setting" in response.text

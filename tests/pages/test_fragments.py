@@ -1,0 +1,121 @@
+"""htmx endpoints answer only their fragment, vary on HX-Request, and need the CSRF token."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.pages.conftest import PageSession
+from tests.pages.support import Memories
+
+# (method, path, form): every htmx endpoint of the pages; {item} is a memory of the caller.
+FRAGMENT_ENDPOINTS = [
+    ("GET", "/settings/memory", None),
+    ("GET", "/settings/memory?scope=USER&status=DISMISSED", None),
+    ("GET", "/settings/memory/projects?scope=PROJECT", None),
+    ("GET", "/settings/memory/items/{item}", None),
+    ("GET", "/settings/memory/items/{item}/edit", None),
+    ("POST", "/settings/memory/items", {"scope": "USER", "content": "另一条记忆"}),
+    ("PATCH", "/settings/memory/items/{item}", {"content": "改过的内容"}),
+    ("PATCH", "/settings/memory/items/{item}/status", {"new_status": "DISMISSED"}),
+    ("DELETE", "/settings/memory/items/{item}", None),
+    ("PATCH", "/settings/memory/auto-capture", {"enabled": "true"}),
+    ("GET", "/admin/memory?q=root&userId={user}", None),
+    ("PUT", "/admin/settings/memory.extractionModelId", {"value": ""}),
+]
+UNSAFE_ENDPOINTS = [e for e in FRAGMENT_ENDPOINTS if e[0] != "GET"]
+
+
+@pytest.fixture
+def root_page(users, pages: PageSession) -> PageSession:
+    """An admin, who may use every page."""
+    pages.user_id = users.user("root", admin=True)
+    pages.login("root")
+    return pages
+
+
+@pytest.fixture
+def item(root_page: PageSession, memories: Memories) -> int:
+    """A memory of the admin's own."""
+    return memories.add(root_page.user_id, "原来的内容")
+
+
+def _path(template: str, page: PageSession, item: int) -> str:
+    return template.format(item=item, user=page.user_id)
+
+
+@pytest.mark.parametrize(("method", "path", "form"), FRAGMENT_ENDPOINTS)
+def test_htmx_endpoint_answers_only_its_fragment(root_page, item, method, path, form):
+    response = root_page.htmx(method, _path(path, root_page, item), form)
+    assert 200 <= response.status_code < 300, response.text
+    assert "<html" not in response.text
+    assert "<body" not in response.text
+
+
+@pytest.mark.parametrize(("method", "path", "form"), FRAGMENT_ENDPOINTS)
+def test_htmx_endpoint_varies_on_hx_request(root_page, item, method, path, form):
+    response = root_page.htmx(method, _path(path, root_page, item), form)
+    assert "HX-Request" in response.vary
+
+
+@pytest.mark.parametrize(("method", "path", "form"), UNSAFE_ENDPOINTS)
+def test_unsafe_endpoint_refuses_a_missing_csrf_token(root_page, item, memories, method, path,
+                                                       form):
+    before = memories.of(root_page.user_id)
+    response = root_page.htmx(method, _path(path, root_page, item), form, csrf=False)
+    assert response.status_code == 403
+    assert "页面已过期" in response.text
+    assert memories.of(root_page.user_id) == before
+
+
+@pytest.mark.parametrize(("method", "path", "form"), UNSAFE_ENDPOINTS)
+def test_unsafe_endpoint_refuses_a_wrong_csrf_token(root_page, item, memories, method, path, form):
+    before = memories.of(root_page.user_id)
+    response = root_page.htmx(method, _path(path, root_page, item), form, csrf=False,
+                              headers={"X-CSRF-Token": "not-the-token"})
+    assert response.status_code == 403
+    assert memories.of(root_page.user_id) == before
+
+
+def test_auto_capture_refuses_a_missing_csrf_token_and_stays_off(root_page):
+    root_page.htmx("PATCH", "/settings/memory/auto-capture", {"enabled": "true"}, csrf=False)
+    page = root_page.get("/settings/memory")
+    assert 'aria-checked="false"' in page.text
+
+
+def test_csrf_refusal_goes_to_the_flash_area(root_page, item):
+    response = root_page.htmx("DELETE", f"/settings/memory/items/{item}", csrf=False)
+    assert response.headers["HX-Retarget"] == "#flash"
+    assert response.headers["HX-Reswap"] == "innerHTML"
+
+
+@pytest.mark.parametrize("path", ["/settings/memory", "/admin/memory", "/admin/settings"])
+def test_plain_navigation_gets_the_whole_page(root_page, path):
+    response = root_page.get(path)
+    assert response.status_code == 200
+    assert response.text.lstrip().startswith("<!doctype html>")
+    assert "HX-Request" in response.vary
+
+
+def test_history_restore_gets_the_whole_page_not_the_fragment(root_page):
+    response = root_page.get("/settings/memory?status=DISMISSED", **{
+        "HX-Request": "true", "HX-History-Restore-Request": "true"})
+    assert "<html" in response.text
+
+
+def test_list_fragment_has_no_html_shell(root_page):
+    response = root_page.htmx("GET", "/settings/memory")
+    assert response.text.lstrip().startswith('<section id="memory-list"')
+
+
+def test_page_carries_the_csrf_token_for_htmx_on_body(root_page):
+    html = root_page.get("/settings/memory").text
+    assert f'<body hx-headers=\'{{"X-CSRF-Token": "{root_page.csrf}"}}\'>' in html
+
+
+def test_htmx_is_vendored_with_its_version_in_the_file_name(root_page, client):
+    html = root_page.get("/settings/memory").text
+    assert '<script src="/static/htmx-2.0.11.min.js"></script>' in html
+    response = client.get("/static/htmx-2.0.11.min.js")
+    assert response.status_code == 200
+    assert b"htmx" in response.data
+    response.close()
