@@ -1,0 +1,107 @@
+"""Browser tests: the app served on 127.0.0.1 from a thread, driven by Debian's chromium.
+
+One browser per run, a fresh context (cookies, storage) per test. Never `playwright install`:
+the system's /usr/bin/chromium is the browser (`apt-get install -y chromium`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from flask import Flask
+from playwright.sync_api import Browser, Page, sync_playwright
+from werkzeug.serving import make_server
+
+from tests.conftest import PASSWORD, Accounts
+from tests.pages.conftest import PageSession
+from tests.pages.support import Memories, speed_up
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-sync"]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+TIMEOUT_MS = 5000
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(autouse=True)
+def fast_pages(app: Flask, monkeypatch: pytest.MonkeyPatch) -> None:
+    speed_up(app, monkeypatch)
+
+
+@pytest.fixture
+def live_server(app: Flask) -> Iterator[str]:
+    """The test app on a free port of 127.0.0.1, for this test only."""
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    # A short poll so shutdown at the end of each test is quick.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    thread.join()
+    server.server_close()
+
+
+@pytest.fixture
+def page(browser: Browser, live_server: str) -> Iterator[Page]:
+    context = browser.new_context(base_url=live_server, locale="zh-CN",
+                                  viewport={"width": 1200, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def memories(app: Flask) -> Memories:
+    return Memories(app)
+
+
+@pytest.fixture
+def artifacts() -> Path:
+    """Where screenshots go (gitignored), kept after the run for a person to look at."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS
+
+
+def log_in(page: Page, username: str) -> None:
+    """Through the login form, as a person would."""
+    page.goto("/login")
+    page.get_by_label("用户名").fill(username)
+    page.get_by_label("密码").fill(PASSWORD)
+    page.get_by_role("button", name="登录").click()
+    page.wait_for_url("**/settings/memory")
+
+
+def hand_session_to(page: Page, app: Flask, live_server: str, username: str) -> None:
+    """Log in through the login form with the test client and give the browser that session.
+
+    The same session a person gets, without two page loads in every test; the form itself is
+    driven in the browser by the tests about logging in.
+    """
+    client = app.test_client()
+    PageSession(client).login(username)
+    cookie = client.get_cookie("session")
+    assert cookie is not None
+    page.context.add_cookies([{"name": cookie.key, "value": cookie.value, "url": live_server}])
+
+
+@pytest.fixture
+def alice_id(app: Flask, users: Accounts, page: Page, live_server: str) -> int:
+    """alice, an ordinary user, logged in in this test's browser (no page open yet)."""
+    user_id = users.user("alice")
+    hand_session_to(page, app, live_server, "alice")
+    return user_id

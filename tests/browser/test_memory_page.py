@@ -1,0 +1,229 @@
+"""我的记忆 in a real browser: a person manages their memories entirely from the page."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from playwright.sync_api import Page, expect
+
+from tests.browser.conftest import log_in
+from tests.conftest import Accounts
+from tests.pages.support import Memories
+
+
+def _open(page: Page) -> None:
+    page.goto("/settings/memory")
+
+
+def _open_dialog(page: Page):
+    page.get_by_role("button", name="新增记忆").click()
+    dialog = page.get_by_role("dialog", name="新增记忆")
+    expect(dialog).to_be_visible()
+    return dialog
+
+
+def test_login_lands_on_my_memory_with_an_explained_empty_state(page: Page, users: Accounts):
+    users.user("alice")
+    page.goto("/settings/memory")
+    expect(page).to_have_url(re.compile(r"/login\?next=/settings/memory$"))
+    page.get_by_label("用户名").fill("alice")
+    page.get_by_label("密码").fill("wrong")
+    page.get_by_role("button", name="登录").click()
+    expect(page.get_by_role("alert")).to_have_text("用户名或密码错误")
+    log_in(page, "alice")
+    expect(page.get_by_role("heading", name="我的记忆")).to_be_visible()
+    expect(page.get_by_text("还没有记忆")).to_be_visible()
+    expect(page.get_by_text("「自动收集」默认关闭")).to_be_visible()
+
+
+def test_added_user_memory_is_listed(page: Page, alice_id: int, memories: Memories):
+    _open(page)
+    dialog = _open_dialog(page)
+    dialog.get_by_label("内容").fill("回答请用中文")
+    expect(dialog.locator("output")).to_have_text("6 / 500")
+    dialog.get_by_role("button", name="保存").click()
+    expect(dialog).to_be_hidden()
+    row = page.locator(".memory-row").first
+    expect(row.locator(".memory-content")).to_have_text("回答请用中文")
+    expect(row.locator(".badge")).to_have_text("手动")
+    expect(page.locator("#flash")).to_contain_text("已新增记忆")
+    [item] = memories.of(alice_id)
+    assert (item["scope"], item["source"], item["status"]) == ("USER", "MANUAL", "ACTIVE")
+    # The dialog starts empty again for the next one.
+    dialog = _open_dialog(page)
+    expect(dialog.get_by_label("内容")).to_have_value("")
+    expect(dialog.locator("output")).to_have_text("0 / 500")
+
+
+def test_project_memory_picks_a_project(page: Page, alice_id: int, memories: Memories):
+    memories.session(alice_id, "mao", 1)
+    memories.session(alice_id, "zeta", 2)
+    memories.session(alice_id, "weixin-bot", 3)
+    _open(page)
+    dialog = _open_dialog(page)
+    dialog.get_by_label("范围").select_option("PROJECT")
+    project = dialog.get_by_label("项目", exact=True)
+    expect(project.locator("option")).to_have_text(["mao", "zeta"])
+    project.select_option("zeta")
+    dialog.get_by_label("内容").fill("测试用 Vitest")
+    dialog.get_by_role("button", name="保存").click()
+    expect(dialog).to_be_hidden()
+    expect(page.locator(".memory-row").first).to_contain_text("项目 · zeta")
+    [item] = memories.of(alice_id)
+    assert (item["scope"], item["projectKey"]) == ("PROJECT", "zeta")
+
+
+def test_refused_memory_keeps_what_was_typed_in_the_dialog(page: Page, alice_id: int,
+                                                          memories: Memories):
+    memories.add(alice_id, "回答请用中文")
+    _open(page)
+    dialog = _open_dialog(page)
+    dialog.get_by_label("内容").fill("回答请用中文")
+    dialog.get_by_role("button", name="保存").click()
+    expect(dialog.get_by_role("alert")).to_contain_text("已有相同内容的记忆")
+    expect(dialog.get_by_label("内容")).to_have_value("回答请用中文")
+    too_long = "长" * 501
+    dialog.get_by_label("内容").fill(too_long)
+    expect(dialog.locator("output")).to_have_text("501 / 500")
+    expect(dialog.locator("output")).to_have_class("over")
+    dialog.get_by_role("button", name="保存").click()
+    expect(dialog.get_by_role("alert")).to_contain_text("最多 500 字")
+    expect(dialog.get_by_label("内容")).to_have_value(too_long)
+    assert len(memories.of(alice_id)) == 1
+
+
+def test_add_dialog_works_from_the_keyboard(page: Page, alice_id: int):
+    _open(page)
+    page.get_by_role("button", name="新增记忆").focus()
+    page.keyboard.press("Enter")
+    dialog = page.get_by_role("dialog", name="新增记忆")
+    expect(dialog).to_be_visible()
+    expect(dialog.get_by_label("范围")).to_be_focused()
+    page.keyboard.press("Escape")
+    expect(dialog).to_be_hidden()
+
+
+def test_inline_edit_saves_only_that_row(page: Page, alice_id: int, memories: Memories):
+    first, second = memories.add_many(alice_id, ["第一条", "第二条"])
+    _open(page)
+    row = page.locator(f"#memory-{first}")
+    row.get_by_role("button", name="编辑").click()
+    box = row.get_by_label("编辑内容")
+    expect(box).to_be_focused()
+    box.fill("改过的第一条")
+    row.get_by_role("button", name="保存").click()
+    expect(row.locator(".memory-content")).to_have_text("改过的第一条")
+    expect(page.locator(f"#memory-{second} .memory-content")).to_have_text("第二条")
+    assert memories.get(first)["content"] == "改过的第一条"
+    # 取消 puts the row back as it was.
+    row.get_by_role("button", name="编辑").click()
+    row.get_by_label("编辑内容").fill("不要这个")
+    row.get_by_role("button", name="取消").click()
+    expect(row.locator(".memory-content")).to_have_text("改过的第一条")
+
+
+def test_dismissed_memory_is_under_dismissed_and_can_be_restored(page: Page, alice_id: int,
+                                                                memories: Memories):
+    item = memories.add(alice_id, "要忽略的")
+    _open(page)
+    row = page.locator(f"#memory-{item}")
+    row.get_by_role("button", name="忽略").click()
+    expect(row).to_have_count(0)
+    expect(page.locator("#flash")).to_contain_text("可在「已忽略」中恢复")
+    page.get_by_role("link", name="已忽略").click()
+    expect(page).to_have_url(re.compile(r"/settings/memory\?status=DISMISSED$"))
+    expect(row).to_be_visible()
+    page.reload()
+    expect(row).to_be_visible()
+    row.get_by_role("button", name="恢复").click()
+    expect(row).to_have_count(0)
+    page.get_by_role("link", name="生效中").click()
+    expect(row).to_be_visible()
+    assert memories.get(item)["status"] == "ACTIVE"
+
+
+def test_back_button_returns_to_the_previous_view(page: Page, alice_id: int,
+                                                  memories: Memories):
+    memories.add(alice_id, "用户级的")
+    memories.add(alice_id, "项目级的", scope="PROJECT", project_key="mao")
+    _open(page)
+    page.get_by_role("link", name="项目", exact=True).click()
+    expect(page).to_have_url(re.compile(r"\?scope=PROJECT$"))
+    expect(page.get_by_text("用户级的")).to_have_count(0)
+    page.go_back()
+    expect(page).to_have_url(re.compile(r"/settings/memory$"))
+    expect(page.get_by_text("用户级的")).to_be_visible()
+    page.go_forward()
+    expect(page.get_by_text("用户级的")).to_have_count(0)
+    expect(page.get_by_text("项目级的")).to_be_visible()
+
+
+def test_delete_asks_first_and_removes_on_yes(page: Page, alice_id: int, memories: Memories):
+    item = memories.add(alice_id, "要删除的")
+    _open(page)
+    row = page.locator(f"#memory-{item}")
+    messages: list[str] = []
+
+    def answer_no(dialog) -> None:
+        messages.append(dialog.message)
+        dialog.dismiss()
+
+    page.once("dialog", answer_no)
+    row.get_by_role("button", name="删除").click()
+    expect(row).to_be_visible()
+    assert messages == ["确定删除这条记忆吗?删除后无法恢复。"]
+    assert memories.get(item) is not None
+    page.once("dialog", lambda dialog: dialog.accept())
+    row.get_by_role("button", name="删除").click()
+    expect(row).to_have_count(0)
+    expect(page.get_by_text("还没有记忆")).to_be_visible()
+    assert memories.get(item) is None
+
+
+def test_auto_capture_toggle_persists_after_reload(page: Page, alice_id: int):
+    _open(page)
+    switch = page.get_by_role("switch", name="自动收集")
+    expect(switch).to_have_attribute("aria-checked", "false")
+    switch.click()
+    expect(switch).to_have_attribute("aria-checked", "true")
+    expect(page.get_by_text("已开启")).to_be_visible()
+    page.reload()
+    expect(page.get_by_role("switch", name="自动收集")).to_have_attribute("aria-checked", "true")
+    page.get_by_role("switch", name="自动收集").click()
+    expect(switch).to_have_attribute("aria-checked", "false")
+    page.reload()
+    expect(page.get_by_role("switch", name="自动收集")).to_have_attribute("aria-checked", "false")
+
+
+def test_script_content_is_rendered_as_text(page: Page, alice_id: int, memories: Memories):
+    stored = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
+    item = memories.add(alice_id, stored)
+    _open(page)
+    expect(page.locator(f"#memory-{item} .memory-content")).to_have_text(stored)
+    typed = "<script>window.pwned = 3</script>"
+    dialog = _open_dialog(page)
+    dialog.get_by_label("内容").fill(typed)
+    dialog.get_by_role("button", name="保存").click()
+    expect(page.locator(".memory-row").first.locator(".memory-content")).to_have_text(typed)
+    page.locator(f"#memory-{item}").get_by_role("button", name="编辑").click()
+    expect(page.locator(f"#memory-{item}").get_by_label("编辑内容")).to_have_value(stored)
+    assert page.evaluate("window.pwned") is None
+
+
+def test_memory_page_screenshots(page: Page, alice_id: int, memories: Memories,
+                                 artifacts: Path):
+    memories.add(alice_id, "这个项目的测试用 Vitest,提交前先跑 pnpm test", scope="PROJECT",
+                 project_key="mao", source="AUTO")
+    memories.add(alice_id, "用户偏好简洁的回答,先给结论再给理由", source="CONSOLIDATED")
+    memories.add(alice_id, "回答请用中文")
+    _open(page)
+    expect(page.locator(".memory-row")).to_have_count(3)
+    page.screenshot(path=artifacts / "memory-page.png", full_page=True)
+    _open_dialog(page)
+    page.screenshot(path=artifacts / "memory-dialog.png")
+    page.keyboard.press("Escape")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.screenshot(path=artifacts / "memory-page-phone.png", full_page=True)
+    # At phone width nothing scrolls sideways.
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
