@@ -1,0 +1,143 @@
+"""What the pipeline keeps about its own work: received webhook events and job outcomes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db_types import BigId, Timestamp, iso, utcnow
+from app.extensions import db
+
+EVENT_ID_MAX = 128
+
+# Event ids are opaque: compared byte for byte, so 'a' and 'A' are two events.
+EventId = sa.String(EVENT_ID_MAX).with_variant(
+    mysql.VARCHAR(EVENT_ID_MAX, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
+)
+
+
+class WebhookEvent(db.Model):
+    """One completion event the webhook accepted; the unique event id makes repeats exact."""
+
+    __tablename__ = "webhook_event"
+    __table_args__ = (
+        sa.UniqueConstraint("event_id", name="uk_webhook_event_id"),
+        sa.Index("idx_webhook_event_reason", "reason"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    event_id: Mapped[str] = mapped_column(EventId, nullable=False)
+    session_id: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
+    phase: Mapped[str] = mapped_column(sa.String(32), nullable=False)
+    reason: Mapped[str] = mapped_column(sa.String(32), nullable=False,
+                                        comment="the webhook's answer: enqueued or why not")
+    received_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
+
+    @classmethod
+    def counts_by_reason(cls) -> list[tuple[str, int]]:
+        return [(reason, count) for reason, count in db.session.execute(
+            sa.select(cls.reason, sa.func.count()).group_by(cls.reason).order_by(cls.reason)
+        )]
+
+
+class JobOutcome(db.Model):
+    """Exactly one row per job (unique job id), whatever became of it."""
+
+    __tablename__ = "memory_job_outcome"
+    __table_args__ = (
+        sa.UniqueConstraint("job_id", name="uk_memory_job_outcome_job"),
+        sa.Index("idx_memory_job_outcome_user", "user_id", "status"),
+        sa.Index("idx_memory_job_outcome_status", "status"),
+        # Covers the /metrics aggregation, so a scrape never reads the table rows.
+        sa.Index("idx_memory_job_outcome_metrics", "kind", "status", "reason", "duration_ms"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(sa.String(32), nullable=False, comment="extraction, ...")
+    job_id: Mapped[str] = mapped_column(sa.String(64), nullable=False)
+    event_id: Mapped[str | None] = mapped_column(EventId)
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
+    session_id: Mapped[int | None] = mapped_column(sa.BigInteger)
+    status: Mapped[str] = mapped_column(sa.String(16), nullable=False,
+                                        comment="succeeded/skipped/abandoned/failed")
+    reason: Mapped[str] = mapped_column(sa.String(64), nullable=False)
+    attempts: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    model: Mapped[str | None] = mapped_column(sa.String(128))
+    prompt_chars: Mapped[int | None] = mapped_column(sa.Integer)
+    prompt_tokens: Mapped[int | None] = mapped_column(sa.Integer)
+    completion_tokens: Mapped[int | None] = mapped_column(sa.Integer)
+    total_tokens: Mapped[int | None] = mapped_column(sa.Integer)
+    inserted: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    touched: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    updated: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    dropped: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    demoted: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    duration_ms: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "kind": self.kind, "jobId": self.job_id, "eventId": self.event_id,
+            "userId": self.user_id, "sessionId": self.session_id, "status": self.status,
+            "reason": self.reason, "attempts": self.attempts, "model": self.model,
+            "promptChars": self.prompt_chars, "promptTokens": self.prompt_tokens,
+            "completionTokens": self.completion_tokens, "totalTokens": self.total_tokens,
+            "inserted": self.inserted, "touched": self.touched, "updated": self.updated,
+            "dropped": self.dropped, "demoted": self.demoted, "durationMs": self.duration_ms,
+            "createdAt": iso(self.created_at),
+        }
+
+    @classmethod
+    def page(cls, *, user_id: int | None = None, status: str | None = None,
+             kind: str | None = None, page: int = 1,
+             size: int = 20) -> tuple[Sequence[JobOutcome], int]:
+        """Newest first (insertion order), with the total matching."""
+        conditions = []
+        if user_id is not None:
+            conditions.append(cls.user_id == user_id)
+        if status is not None:
+            conditions.append(cls.status == status)
+        if kind is not None:
+            conditions.append(cls.kind == kind)
+        total = db.session.scalar(sa.select(sa.func.count()).select_from(cls).where(*conditions))
+        rows = db.session.scalars(
+            sa.select(cls).where(*conditions).order_by(cls.id.desc())
+            .offset((page - 1) * size).limit(size)
+        ).all()
+        return rows, total or 0
+
+    @classmethod
+    def counts(cls) -> list[tuple[str, str, str, int]]:
+        """(kind, status, reason, jobs) over every outcome ever recorded."""
+        return [tuple(row) for row in db.session.execute(
+            sa.select(cls.kind, cls.status, cls.reason, sa.func.count())
+            .group_by(cls.kind, cls.status, cls.reason)
+            .order_by(cls.kind, cls.status, cls.reason)
+        )]
+
+    @classmethod
+    def duration_histogram(cls, bounds_ms: Sequence[int]) -> list[tuple[Any, ...]]:
+        """Per kind: cumulative counts at each bound, then the sum of durations and the count."""
+        buckets = [sa.func.sum(sa.case((cls.duration_ms <= bound, 1), else_=0))
+                   for bound in bounds_ms]
+        return [tuple(row) for row in db.session.execute(
+            sa.select(cls.kind, *buckets, sa.func.sum(cls.duration_ms), sa.func.count())
+            .group_by(cls.kind).order_by(cls.kind)
+        )]
+
+    @classmethod
+    def token_totals(cls) -> list[tuple[str, str, int, int]]:
+        """(kind, model, prompt tokens, completion tokens) of every call that reported usage."""
+        return [(kind, model, int(prompt or 0), int(completion or 0))
+                for kind, model, prompt, completion in db.session.execute(
+                    sa.select(cls.kind, cls.model, sa.func.sum(cls.prompt_tokens),
+                              sa.func.sum(cls.completion_tokens))
+                    .where(cls.model.is_not(None), cls.total_tokens.is_not(None))
+                    .group_by(cls.kind, cls.model).order_by(cls.kind, cls.model)
+                )]
