@@ -109,7 +109,27 @@ def serve(host: str, port: int) -> None:
     run_simple(host, port, app, threaded=True, use_reloader=False)
 
 
+@click.command("worker")
+@click.option("--burst", is_flag=True, help="Run the jobs queued now, then exit.")
+def worker(burst: bool) -> None:
+    """Run jobs of the `memory` queue (needs REDIS_URL; start as many as you like)."""
+    import logging
+
+    from flask import current_app
+
+    from jobs.worker import run_worker
+
+    app = current_app._get_current_object()
+    if not app.config.get("REDIS_URL"):
+        raise click.ClickException("REDIS_URL is not set: without Redis the jobs run inside "
+                                   "the web process and no worker is needed")
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    run_worker(app, burst=burst)
+
+
 def register_cli(app: Flask) -> None:
     app.cli.add_command(users)
     app.cli.add_command(models)
     app.cli.add_command(serve)
+    app.cli.add_command(worker)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 DEV_SECRET_KEY = "dev-only-secret-key-do-not-use-in-production"
+DEFAULT_RETRY_DELAYS_S = (5, 30, 120)
 
 
 def _is_production() -> bool:
@@ -16,6 +17,15 @@ def _is_production() -> bool:
 def _default_database_url(instance_path: str) -> str:
     Path(instance_path).mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{Path(instance_path) / 'memory.sqlite3'}"
+
+
+def _retry_delays(raw: str | None) -> tuple[int, ...]:
+    parts = [part.strip() for part in (raw or "").split(",") if part.strip()]
+    if not parts:
+        return DEFAULT_RETRY_DELAYS_S
+    if not all(part.isascii() and part.isdigit() for part in parts):
+        raise RuntimeError("MEMORY_RETRY_DELAYS_S must be a comma list of whole seconds")
+    return tuple(int(part) for part in parts)
 
 
 def from_environment(instance_path: str) -> dict[str, Any]:
@@ -33,6 +43,9 @@ def from_environment(instance_path: str) -> dict[str, Any]:
         "MEMORY_SERVICE_TOKEN": os.environ.get("MEMORY_SERVICE_TOKEN") or None,
         "MEMORY_LLM_TIMEOUT_S": float(os.environ.get("MEMORY_LLM_TIMEOUT_S") or 30),
         "MEMORY_BOT_PROJECT_KEYS": tuple(k.strip() for k in bot_keys.split(",") if k.strip()),
+        # Backoff between attempts of a job whose LLM call failed transiently (connection, 429,
+        # 5xx); one retry per entry, then the job fails.
+        "MEMORY_RETRY_DELAYS_S": _retry_delays(os.environ.get("MEMORY_RETRY_DELAYS_S")),
         # OPENAI_BASE_URL / OPENAI_API_KEY are read by the LLM client at call time, so a
         # model's api_key_env can name any variable of the process environment.
         "SESSION_COOKIE_HTTPONLY": True,

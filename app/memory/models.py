@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -11,7 +11,15 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db_types import BigId, ProjectKey, Timestamp, iso, utcnow
 from app.extensions import db
-from app.memory.rules import INJECT_PROJECT_MAX, INJECT_USER_MAX, Scope, Status
+from app.memory.rules import (
+    ACTIVE_PER_USER_MAX,
+    INJECT_PROJECT_MAX,
+    INJECT_USER_MAX,
+    MACHINE_SOURCES,
+    NEGATIVE_SET_MAX,
+    Scope,
+    Status,
+)
 from app.readpool import read_rows
 
 
@@ -122,6 +130,68 @@ class MemoryItem(db.Model):
             return user_rows
         return read_rows(_INJECT_PROJECT_ROWS, user_id=user_id, project_key=project_key) \
             + user_rows
+
+    # ---- extraction (D13, D14) ---------------------------------------------------------
+    # Each group read is one index range scan: the USER group on idx_memory_user, a project
+    # group on idx_memory_project (a non-empty project_key only ever belongs to PROJECT rows).
+
+    @classmethod
+    def _group(cls, user_id: int, project_key: str | None, status: Status) -> list[Any]:
+        """Conditions of one group: USER when project_key is None, else that project."""
+        if project_key is None:
+            return [cls.user_id == user_id, cls.scope == Scope.USER.value,
+                    cls.status == status.value]
+        return [cls.user_id == user_id, cls.project_key == project_key,
+                cls.status == status.value]
+
+    @classmethod
+    def comparison_set(cls, user_id: int, project_key: str | None) -> list[sa.Row]:
+        """(id, scope, project_key, content) the model may match (D13): machine-made ACTIVE rows
+        of the USER group and, for a valid project key, of that project's group.
+
+        MANUAL rows never appear (a user's own words are never matched or rewritten) and
+        DISMISSED rows are the negative set, shown without ids.
+        """
+        columns = (cls.id, cls.scope, cls.project_key, cls.content)
+        machine = cls.source.in_([s.value for s in MACHINE_SOURCES])
+        rows: list[sa.Row] = []
+        for key in (None,) if project_key is None else (None, project_key):
+            rows.extend(db.session.execute(
+                sa.select(*columns).where(*cls._group(user_id, key, Status.ACTIVE), machine)
+                .order_by(cls.updated_at.desc(), cls.id.desc()).limit(ACTIVE_PER_USER_MAX)
+            ))
+        return rows
+
+    @classmethod
+    def negative_set(cls, user_id: int, project_key: str | None,
+                     limit: int = NEGATIVE_SET_MAX) -> list[str]:
+        """Contents of the newest DISMISSED rows of the same groups (D13), at most `limit`."""
+        rows: list[sa.Row] = []
+        for key in (None,) if project_key is None else (None, project_key):
+            rows.extend(db.session.execute(
+                sa.select(cls.content, cls.updated_at, cls.id)
+                .where(*cls._group(user_id, key, Status.DISMISSED))
+                .order_by(cls.updated_at.desc(), cls.id.desc()).limit(limit)
+            ))
+        rows.sort(key=lambda r: (r.updated_at, r.id), reverse=True)
+        return [r.content for r in rows[:limit]]
+
+    @classmethod
+    def stale_machine_row(cls, user_id: int, project_key: str | None,
+                          exclude_ids: Collection[int] = ()) -> int | None:
+        """Id of the oldest-updated machine-made ACTIVE row of one group: what D14 demotes.
+
+        MANUAL rows are never candidates; `exclude_ids` keeps a run from demoting rows it has
+        just written or confirmed.
+        """
+        conditions = [*cls._group(user_id, project_key, Status.ACTIVE),
+                      cls.source.in_([s.value for s in MACHINE_SOURCES])]
+        if exclude_ids:
+            conditions.append(cls.id.not_in(list(exclude_ids)))
+        return db.session.scalar(
+            sa.select(cls.id).where(*conditions)
+            .order_by(cls.updated_at.asc(), cls.id.asc()).limit(1)
+        )
 
 
 _NEWEST_FIRST = (MemoryItem.updated_at.desc(), MemoryItem.id.desc())

@@ -1,0 +1,129 @@
+"""The one place that talks to a model: resolution (D10), one chat completion, typed errors.
+
+Nothing else in the codebase imports `openai`. The client is built per call with the model's
+endpoint and key, the configured timeout and no retries of its own: retrying is the job's
+decision (transient errors are retried with backoff by the queue, timeouts are abandoned).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import openai
+
+from app.extensions import db
+from app.system.models import EXTRACTION_MODEL_KEY, LlmModel, SystemSetting
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+DEFAULT_BASE_URL_ENV = "OPENAI_BASE_URL"
+
+
+class LlmError(Exception):
+    """A call that produced no usable answer; `reason` goes to the job outcome."""
+
+    reason = "llm_error"
+
+
+class LlmTransientError(LlmError):
+    """Connection failure, 429 or 5xx: worth another attempt later."""
+
+    reason = "llm_unavailable"
+
+
+class LlmTimeout(LlmError):
+    """No answer within MEMORY_LLM_TIMEOUT_S: the run is abandoned (seed §9)."""
+
+    reason = "llm_timeout"
+
+
+class LlmInvalidResponse(LlmError):
+    """The endpoint answered, but not with a chat completion carrying text."""
+
+    reason = "invalid_output"
+
+
+class LlmRejected(LlmError):
+    """The endpoint refused the request (4xx other than 429): configuration, not luck."""
+
+    reason = "llm_rejected"
+
+
+class LlmNotConfigured(LlmError):
+    """No API key in the environment variable the model names (or OPENAI_API_KEY)."""
+
+    reason = "llm_api_key_missing"
+
+
+@dataclass(frozen=True)
+class ChatModel:
+    id: int
+    name: str
+    model: str
+    base_url: str | None
+    api_key_env: str | None
+
+    @classmethod
+    def from_row(cls, row: LlmModel) -> ChatModel:
+        return cls(row.id, row.name, row.model, row.base_url, row.api_key_env)
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    total_tokens: int | None
+
+
+def resolve_model() -> ChatModel | None:
+    """D10: the model `memory.extractionModelId` names, else the default; None when neither."""
+    configured = SystemSetting.value_of(EXTRACTION_MODEL_KEY).strip()
+    row = None
+    if configured:
+        if configured.isascii() and configured.isdigit():
+            row = db.session.get(LlmModel, int(configured))
+        if row is None:
+            log.warning("event=extraction.model_unknown setting=%s model_id=%r "
+                        "fallback=default", EXTRACTION_MODEL_KEY, configured)
+    row = row or LlmModel.default()
+    return None if row is None else ChatModel.from_row(row)
+
+
+def complete(model: ChatModel, messages: Sequence[dict[str, str]],
+             timeout_s: float) -> Completion:
+    """One chat completion; every failure is an LlmError subclass."""
+    key_env = model.api_key_env or DEFAULT_KEY_ENV
+    api_key = os.environ.get(key_env)
+    if not api_key:
+        raise LlmNotConfigured(f"model {model.name!r}: {key_env} is not set")
+    base_url = model.base_url or os.environ.get(DEFAULT_BASE_URL_ENV) or None
+    try:
+        with openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s,
+                           max_retries=0) as client:
+            response = client.chat.completions.create(model=model.model, messages=list(messages))
+    # APITimeoutError is an APIConnectionError: it must be told apart first.
+    except openai.APITimeoutError as exc:
+        raise LlmTimeout(str(exc)) from exc
+    except (openai.APIConnectionError, openai.RateLimitError,
+            openai.InternalServerError) as exc:
+        raise LlmTransientError(f"{type(exc).__name__}: {exc}") from exc
+    except openai.APIStatusError as exc:
+        raise LlmRejected(f"HTTP {exc.status_code}") from exc
+    except (openai.APIResponseValidationError, ValueError) as exc:
+        raise LlmInvalidResponse(f"{type(exc).__name__}") from exc
+    choices = getattr(response, "choices", None)
+    text = choices[0].message.content if choices and choices[0].message else None
+    if not isinstance(text, str):
+        raise LlmInvalidResponse("the completion carries no text")
+    usage = getattr(response, "usage", None)
+    return Completion(
+        text=text,
+        prompt_tokens=getattr(usage, "prompt_tokens", None),
+        completion_tokens=getattr(usage, "completion_tokens", None),
+        total_tokens=getattr(usage, "total_tokens", None),
+    )

@@ -1,0 +1,128 @@
+"""One outcome row per job: what became of it, why, at what cost, and what it changed.
+
+A succeeded job's outcome is written in the same transaction as its memory changes; a job that
+failed writes it in a transaction of its own after the rollback. The unique job id makes
+"exactly one" hold even when a killed worker's parent reports a job that had already finished.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+
+from app.envelope import ApiError, ErrorCode
+from app.extensions import db
+from app.extraction.models import JobOutcome
+from app.memory.service import parse_paging
+
+log = logging.getLogger(__name__)
+
+
+class OutcomeStatus(StrEnum):
+    SUCCEEDED = "succeeded"
+    SKIPPED = "skipped"
+    ABANDONED = "abandoned"
+    FAILED = "failed"
+
+
+@dataclass
+class Outcome:
+    """An outcome being filled in while the job runs."""
+
+    kind: str
+    job_id: str
+    user_id: int
+    attempts: int
+    event_id: str | None = None
+    session_id: int | None = None
+    status: OutcomeStatus = OutcomeStatus.FAILED
+    reason: str = "unfinished"
+    model: str | None = None
+    prompt_chars: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    inserted: int = 0
+    touched: int = 0
+    updated: int = 0
+    dropped: int = 0
+    demoted: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def finish(self, status: OutcomeStatus, reason: str) -> None:
+        self.status, self.reason = status, reason
+
+    @property
+    def persisted(self) -> bool:
+        """New information reached the memories (rows inserted or rewritten), which is what
+        D15 consolidation waits for; touches and demotions alone are not."""
+        return self.status is OutcomeStatus.SUCCEEDED and self.inserted + self.updated > 0
+
+    @property
+    def duration_ms(self) -> int:
+        return int((time.monotonic() - self.started) * 1000)
+
+    def stage(self) -> None:
+        """Add the row to the current transaction (the caller commits)."""
+        db.session.add(JobOutcome(
+            kind=self.kind, job_id=self.job_id, event_id=self.event_id, user_id=self.user_id,
+            session_id=self.session_id, status=self.status.value, reason=self.reason,
+            attempts=self.attempts, model=self.model, prompt_chars=self.prompt_chars,
+            prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
+            total_tokens=self.total_tokens, inserted=self.inserted, touched=self.touched,
+            updated=self.updated, dropped=self.dropped, demoted=self.demoted,
+            duration_ms=self.duration_ms,
+        ))
+
+    def log(self) -> None:
+        """The structured line of a finished job: ids, result and counts, never content."""
+        level = logging.WARNING if self.status is OutcomeStatus.FAILED else logging.INFO
+        log.log(level, "event=job.finished kind=%s job=%s event_id=%s user=%s session=%s "
+                "attempt=%d status=%s reason=%s model=%s inserted=%d touched=%d updated=%d "
+                "dropped=%d demoted=%d persisted=%s duration_ms=%d", self.kind, self.job_id,
+                self.event_id, self.user_id, self.session_id, self.attempts, self.status,
+                self.reason, self.model, self.inserted, self.touched, self.updated, self.dropped,
+                self.demoted, self.persisted, self.duration_ms)
+
+
+def record(outcome: Outcome) -> None:
+    """Commit the outcome in a transaction of its own."""
+    outcome.stage()
+    try:
+        db.session.commit()
+    except IntegrityError:
+        db.session.rollback()
+        log.warning("event=job.outcome_exists kind=%s job=%s", outcome.kind, outcome.job_id)
+        return
+    outcome.log()
+
+
+def record_lost(kind: str, job_id: str, payload: dict[str, Any], *, attempts: int,
+                reason: str, ran_for_s: float) -> None:
+    """The outcome of a job whose process died before it could write one (killed worker)."""
+    outcome = Outcome(kind=kind, job_id=job_id, user_id=payload["user_id"],
+                      attempts=attempts, event_id=payload.get("event_id"),
+                      session_id=payload.get("session_id"),
+                      started=time.monotonic() - ran_for_s)
+    outcome.finish(OutcomeStatus.FAILED, reason)
+    record(outcome)
+
+
+def list_page(*, user_id: int | None, status: Any, kind: Any, page: Any,
+              size: Any) -> dict[str, Any]:
+    """A page of outcomes for the admin API, newest first; filters are optional."""
+    if status is not None and status not in set(OutcomeStatus):
+        raise ApiError(ErrorCode.PARAM_INVALID,
+                       f"status must be one of {', '.join(s.value for s in OutcomeStatus)}")
+    if kind is not None and (not isinstance(kind, str) or len(kind) > 32):
+        raise ApiError(ErrorCode.PARAM_INVALID, "kind must be a job kind such as extraction")
+    page_n, size_n = parse_paging(page, size)
+    rows, total = JobOutcome.page(user_id=user_id, status=status, kind=kind, page=page_n,
+                                  size=size_n)
+    return {"records": [r.to_dict() for r in rows], "total": total, "current": page_n,
+            "size": size_n}

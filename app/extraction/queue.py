@@ -1,0 +1,197 @@
+"""The `memory` job queue: RQ on Redis when REDIS_URL is set, one in-process thread otherwise.
+
+Both run the same job code (`JobKind.run`). RQ reaches it through the thin entry points in
+`jobs/`, imported by dotted path in the worker; payloads are plain dicts of ids and text, never
+ORM objects. The queue also owns the per-session lock, because what makes two jobs of a session
+overlap is how jobs are run: across RQ workers only a Redis lock can stop it, while the embedded
+thread runs one job at a time anyway.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import math
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+import rq
+from flask import Flask, current_app
+from redis.exceptions import LockError
+from rq.exceptions import DuplicateJobError
+
+log = logging.getLogger(__name__)
+
+QUEUE_NAME = "memory"
+SESSION_LOCK_PREFIX = "memory:session-lock:"
+# How long Redis keeps a finished job: while it exists, re-enqueueing its id is refused
+# (`unique=True`), a second guard behind the webhook_event table.
+RESULT_TTL_S = 24 * 3600
+FAILURE_TTL_S = 7 * 24 * 3600
+
+Payload = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What a job tells the queue: done, or run me again in `retry_in` seconds."""
+
+    retry_in: int | None = None
+
+
+@dataclass(frozen=True)
+class JobKind:
+    name: str  # the outcome's `kind`
+    entry_point: str  # the RQ function, in jobs/
+    run: str  # "module:function" (payload, attempt, job_id) -> JobResult
+
+    def runner(self) -> Callable[[Payload, int, str], JobResult]:
+        module, _, function = self.run.partition(":")
+        return getattr(importlib.import_module(module), function)
+
+
+EXTRACTION = JobKind("extraction", "jobs.extraction.extract_memories",
+                     "app.extraction.runner:run_extraction")
+
+
+class SessionBusy(Exception):
+    """Another job of the same session held the session lock longer than we may wait."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Time budgets, all derived from the LLM timeout so they stay consistent.
+
+    A job holding the session lock does one LLM call plus database work (`work_s`). Waiting for
+    the lock is bounded by one such job; the RQ job timeout covers the wait and the own work; the
+    lock outlives the job timeout and RQ's own kill margin, so a live holder never loses it and
+    a dead one's lock expires.
+    """
+
+    work_s: int
+
+    @classmethod
+    def for_app(cls, app: Flask) -> Timing:
+        return cls(work_s=math.ceil(float(app.config["MEMORY_LLM_TIMEOUT_S"])) + 30)
+
+    @property
+    def lock_wait_s(self) -> int:
+        return self.work_s
+
+    @property
+    def job_timeout_s(self) -> int:
+        return self.lock_wait_s + self.work_s + 30
+
+    @property
+    def lock_timeout_s(self) -> int:
+        # RQ kills a horse 60 s after its job timeout.
+        return self.job_timeout_s + 90
+
+
+class RedisJobQueue:
+    """RQ queue `memory`; jobs run in `flask --app wsgi worker` processes."""
+
+    def __init__(self, app: Flask) -> None:
+        self.url = app.config["REDIS_URL"]
+        self.timing = Timing.for_app(app)
+        # Short timeouts: a webhook must answer 503 quickly when Redis is down.
+        self.redis = redis.Redis.from_url(self.url, socket_connect_timeout=2, socket_timeout=5)
+
+    def rq_queue(self, connection: redis.Redis | None = None) -> rq.Queue:
+        return rq.Queue(QUEUE_NAME, connection=connection or self.redis)
+
+    def enqueue(self, kind: JobKind, payload: Payload, job_id: str) -> bool:
+        """False when a job with this id already exists in Redis."""
+        try:
+            self.rq_queue().enqueue_call(
+                kind.entry_point, args=(payload,), job_id=job_id, unique=True,
+                timeout=self.timing.job_timeout_s, result_ttl=RESULT_TTL_S,
+                failure_ttl=FAILURE_TTL_S, meta={"kind": kind.name},
+            )
+        except DuplicateJobError:
+            return False
+        return True
+
+    @contextmanager
+    def session_lock(self, session_id: int) -> Iterator[None]:
+        lock = self.redis.lock(f"{SESSION_LOCK_PREFIX}{session_id}",
+                               timeout=self.timing.lock_timeout_s,
+                               blocking_timeout=self.timing.lock_wait_s)
+        if not lock.acquire():
+            raise SessionBusy(f"session {session_id} is locked by another job")
+        try:
+            yield
+        finally:
+            try:
+                lock.release()
+            except LockError:
+                log.warning("event=session_lock.expired session=%s", session_id)
+
+
+class InProcessJobQueue:
+    """The embedded setup: one background thread runs jobs in order, each in an app context.
+
+    A single thread means two jobs never overlap at all, so no session lock is needed. Retries
+    wait on a timer and go back to the same thread; they are lost if the process exits first.
+    """
+
+    def __init__(self, app: Flask) -> None:
+        self.app = app
+        self._idle = threading.Condition()
+        self._pending = 0
+        self._executor: ThreadPoolExecutor | None = None
+
+    def enqueue(self, kind: JobKind, payload: Payload, job_id: str) -> bool:
+        with self._idle:
+            self._pending += 1
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=1,
+                                                    thread_name_prefix="memory-jobs")
+        self._submit(kind, payload, job_id, 1)
+        return True
+
+    @contextmanager
+    def session_lock(self, session_id: int) -> Iterator[None]:
+        yield
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until every job (retries included) has finished; False on timeout."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout=timeout_s)
+
+    def _submit(self, kind: JobKind, payload: Payload, job_id: str, attempt: int) -> None:
+        assert self._executor is not None
+        self._executor.submit(self._run, kind, payload, job_id, attempt)
+
+    def _run(self, kind: JobKind, payload: Payload, job_id: str, attempt: int) -> None:
+        result = JobResult()
+        try:
+            with self.app.app_context():
+                result = kind.runner()(payload, attempt, job_id)
+        except Exception:
+            # The job has recorded its failed outcome; the thread must live on for the next.
+            log.exception("event=job.crashed kind=%s job=%s attempt=%d", kind.name, job_id,
+                          attempt)
+        if result.retry_in is not None:
+            timer = threading.Timer(result.retry_in, self._submit,
+                                    (kind, payload, job_id, attempt + 1))
+            timer.daemon = True
+            timer.start()
+            return
+        with self._idle:
+            self._pending -= 1
+            self._idle.notify_all()
+
+
+def init_app(app: Flask) -> None:
+    app.extensions["memory_queue"] = (RedisJobQueue(app) if app.config.get("REDIS_URL")
+                                      else InProcessJobQueue(app))
+
+
+def memory_queue() -> RedisJobQueue | InProcessJobQueue:
+    return current_app.extensions["memory_queue"]

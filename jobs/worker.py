@@ -1,0 +1,68 @@
+"""The RQ worker of `flask --app wsgi worker`: every job runs inside the app's context.
+
+The app context gives the job its config and a database session of its own; popping it removes
+that session (Flask-SQLAlchemy's teardown), so each job starts clean. A job whose work horse is
+killed cannot write its outcome: the worker process, which survives, writes it instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from flask import Flask
+from rq import Queue, SimpleWorker, Worker
+from rq.utils import now
+
+from app.extensions import db
+from app.extraction import outcomes
+from app.extraction.queue import QUEUE_NAME
+
+
+class AppContextMixin:
+    """Wraps RQ's job execution in the Flask app context."""
+
+    def __init__(self, *args: Any, app: Flask, **kwargs: Any) -> None:
+        self.app = app
+        super().__init__(*args, **kwargs)
+
+    def perform_job(self, job: Any, queue: Any, execution: Any) -> bool:
+        with self.app.app_context():
+            if self.is_horse:
+                # A forked horse must not share the parent's pooled connections.
+                db.engine.dispose(close=False)
+            return super().perform_job(job, queue, execution)
+
+    def handle_work_horse_killed(self, job: Any, retpid: Any, ret_val: Any,
+                                 rusage: Any) -> None:
+        super().handle_work_horse_killed(job, retpid, ret_val, rusage)
+        kind, payload = job.meta.get("kind"), job.args[0] if job.args else None
+        if kind is None or not isinstance(payload, dict):
+            return
+        ran_for_s = (now() - job.started_at).total_seconds() if job.started_at else 0.0
+        with self.app.app_context():
+            outcomes.record_lost(kind, job.id, payload,
+                                 attempts=(job.number_of_retries or 0) + 1,
+                                 reason="worker_killed", ran_for_s=ran_for_s)
+
+
+class AppWorker(AppContextMixin, Worker):
+    """Forks a work horse per job (production)."""
+
+
+class AppSimpleWorker(AppContextMixin, SimpleWorker):
+    """Runs jobs in the worker process itself, no fork (tests, platforms without fork)."""
+
+
+def run_worker(app: Flask, *, burst: bool) -> bool:
+    """Work the `memory` queue; the scheduler it runs turns delayed retries back into jobs."""
+    # Imported once here, so each forked horse starts with the job code (and openai) loaded.
+    import jobs.extraction  # noqa: F401
+
+    connection = redis.Redis.from_url(app.config["REDIS_URL"])
+    worker = AppWorker([Queue(QUEUE_NAME, connection=connection)], connection=connection,
+                       app=app)
+    try:
+        return worker.work(burst=burst, with_scheduler=True)
+    finally:
+        connection.close()
