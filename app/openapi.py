@@ -64,6 +64,8 @@ USER_SECURITY = [{"session": []}, {"personalToken": []},
                  {"serviceToken": [], "actingUser": []}]
 ADMIN_SECURITY = [{"session": []}, {"personalToken": []}]
 SERVICE_SECURITY = [{"serviceToken": []}]
+WEBHOOK_SECURITY = [{"webhookSignature": [], "webhookTimestamp": []}]
+OUTCOME_STATUS = {"type": "string", "enum": ["succeeded", "skipped", "abandoned", "failed"]}
 
 SCHEMAS: dict[str, Any] = {
     "Error": {
@@ -123,6 +125,85 @@ SCHEMAS: dict[str, Any] = {
         "required": ["id", "name", "model", "isDefault"],
         "properties": {"id": {"type": "integer"}, "name": {"type": "string"},
                        "model": {"type": "string"}, "isDefault": {"type": "boolean"}},
+    },
+    "TaskCompleted": {
+        "type": "object",
+        "required": ["eventId", "sessionId", "userId", "phase"],
+        "properties": {
+            "eventId": {"type": "string", "minLength": 1, "maxLength": 128,
+                        "description": "Unique per completion; a repeat enqueues nothing."},
+            "sessionId": {"type": "integer", "minimum": 1},
+            "userId": {"type": "integer", "minimum": 1},
+            "projectKey": {"type": ["string", "null"], "maxLength": 255},
+            "workspace": {"type": ["string", "null"], "maxLength": 512},
+            "sessionType": {"type": ["string", "null"], "maxLength": 32,
+                            "description": "SUBAGENT and SIDE_TASK are never extracted."},
+            "channel": {"type": ["string", "null"], "maxLength": 32},
+            "phase": {"type": "string", "maxLength": 32,
+                      "description": "Only COMPLETED is extracted."},
+            "lastUserMessage": ref("Message"),
+            "lastAssistantMessage": ref("Message"),
+        },
+    },
+    "Message": {
+        "description": "A string, or parts of which only the text parts count.",
+        "oneOf": [
+            {"type": "null"},
+            {"type": "string"},
+            {"type": "array", "items": {
+                "type": "object", "required": ["type"],
+                "properties": {"type": {"type": "string"}, "text": {"type": "string"}},
+            }},
+        ],
+    },
+    "WebhookAck": {
+        "type": "object",
+        "required": ["accepted", "enqueued", "reason"],
+        "properties": {
+            "accepted": {"type": "boolean", "enum": [True]},
+            "enqueued": {"type": "boolean"},
+            "reason": {"type": "string", "enum": ["enqueued", "phase_not_completed",
+                                                  "session_type_excluded",
+                                                  "auto_capture_disabled", "duplicate_event"]},
+        },
+    },
+    "JobOutcome": {
+        "type": "object",
+        "required": ["id", "kind", "jobId", "eventId", "userId", "sessionId", "status",
+                     "reason", "attempts", "model", "promptChars", "promptTokens",
+                     "completionTokens", "totalTokens", "inserted", "touched", "updated",
+                     "dropped", "demoted", "durationMs", "createdAt"],
+        "properties": {
+            "id": {"type": "integer"},
+            "kind": {"type": "string"},
+            "jobId": {"type": "string"},
+            "eventId": {"type": ["string", "null"]},
+            "userId": {"type": "integer"},
+            "sessionId": {"type": ["integer", "null"]},
+            "status": OUTCOME_STATUS,
+            "reason": {"type": "string"},
+            "attempts": {"type": "integer", "minimum": 1},
+            "model": {"type": ["string", "null"]},
+            "promptChars": {"type": ["integer", "null"]},
+            "promptTokens": {"type": ["integer", "null"]},
+            "completionTokens": {"type": ["integer", "null"]},
+            "totalTokens": {"type": ["integer", "null"]},
+            "inserted": {"type": "integer"}, "touched": {"type": "integer"},
+            "updated": {"type": "integer"}, "dropped": {"type": "integer"},
+            "demoted": {"type": "integer"},
+            "durationMs": {"type": "integer"},
+            "createdAt": {"type": "string", "format": "date-time"},
+        },
+    },
+    "OutcomePage": {
+        "type": "object",
+        "required": ["records", "total", "current", "size"],
+        "properties": {
+            "records": {"type": "array", "items": ref("JobOutcome")},
+            "total": {"type": "integer", "minimum": 0},
+            "current": {"type": "integer", "minimum": 1},
+            "size": {"type": "integer", "minimum": 1},
+        },
     },
     "MemoryContext": {
         "type": "object",
@@ -242,6 +323,31 @@ PATHS: dict[str, Any] = {
                           **errors(401, 403, 503)},
         },
     },
+    "/api/v1/admin/outcomes": {
+        "get": {
+            "summary": "Background job outcomes, newest first (admins)",
+            "tags": ["admin"], "security": ADMIN_SECURITY,
+            "parameters": [query("userId", {"type": "integer", "minimum": 1}),
+                           query("status", OUTCOME_STATUS),
+                           query("kind", {"type": "string", "maxLength": 32},
+                                 description="e.g. extraction"),
+                           *PAGE_PARAMS],
+            "responses": {"200": ok_response(ref("OutcomePage")),
+                          **errors(400, 401, 403, 503)},
+        },
+    },
+    "/api/v1/webhooks/task-completed": {
+        "post": {
+            "summary": "Report a finished task; extraction is enqueued when D2/D6/D9 allow",
+            "description": "X-Memory-Signature is sha256=<hex HMAC-SHA256(secret, "
+                           "'<timestamp>.<raw body>')>; the timestamp must be within 300 s. "
+                           "503 when MEMORY_WEBHOOK_SECRET is unset or Redis is down.",
+            "tags": ["platform"], "security": WEBHOOK_SECURITY,
+            "requestBody": body(ref("TaskCompleted")),
+            "responses": {"202": ok_response(ref("WebhookAck"), "accepted"),
+                          **errors(400, 401, 413, 503)},
+        },
+    },
     "/api/v1/internal/memory/context": {
         "get": {
             "summary": "Memories and the exact prompt block for a new session",
@@ -278,6 +384,14 @@ def document() -> dict[str, Any]:
                                  "description": "MEMORY_SERVICE_TOKEN of the platform."},
                 "actingUser": {"type": "apiKey", "in": "header", "name": "X-User-Id",
                                "description": "With the service token: the user to act for."},
+                "webhookSignature": {"type": "apiKey", "in": "header",
+                                     "name": "X-Memory-Signature",
+                                     "description": "sha256=<hex HMAC-SHA256("
+                                                    "MEMORY_WEBHOOK_SECRET, "
+                                                    "'<timestamp>.<raw body>')>"},
+                "webhookTimestamp": {"type": "apiKey", "in": "header",
+                                     "name": "X-Memory-Timestamp",
+                                     "description": "Unix seconds, within 300 s of now."},
             },
         },
     }

@@ -1,4 +1,5 @@
-"""Admin JSON API (SPEC §4, seed §5.4): read-only memory audit, system settings, models.
+"""Admin JSON API (SPEC §4, seed §5.4): read-only memory audit, system settings, models, job
+outcomes.
 
 There is deliberately no admin endpoint that writes a memory.
 """
@@ -9,6 +10,7 @@ from flask import Blueprint, request
 
 from app.auth.identity import admin_api, parse_user_id
 from app.envelope import json_body, ok
+from app.extraction import outcomes
 from app.memory import service as memory
 from app.system import service as system
 
@@ -49,3 +51,14 @@ def put_setting(key: str):
 def list_models():
     """Registered LLM models."""
     return ok([m.to_dict() for m in system.list_models()])
+
+
+@bp.get("/outcomes")
+@admin_api()
+def list_outcomes():
+    """A page of background job outcomes, newest first (admins); filters userId, status, kind."""
+    args = request.args
+    user_id = parse_user_id(args["userId"], "userId") if args.get("userId") else None
+    return ok(outcomes.list_page(user_id=user_id, status=args.get("status") or None,
+                                 kind=args.get("kind") or None, page=args.get("page"),
+                                 size=args.get("pageSize")))
