@@ -1,0 +1,133 @@
+"""Helpers of the pipeline tests: signed webhook calls, event bodies, running queued jobs."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import uuid
+from typing import Any
+
+import redis
+import sqlalchemy as sa
+from flask import Flask
+from flask.testing import FlaskClient
+from rq import Queue
+
+from app.extensions import db
+from app.extraction.models import JobOutcome
+from app.extraction.queue import QUEUE_NAME
+from app.memory import service as memory_service
+from app.platform.webhook import signature
+from jobs.worker import AppSimpleWorker
+
+WEBHOOK_PATH = "/api/v1/webhooks/task-completed"
+USER_ID = 7
+SESSION_ID = 101
+# Long enough for D11 (≥ 20 code points), two facts worth remembering.
+USER_MESSAGE = "以后输出报告都用中文写,另外我们这个仓库统一用 pnpm 管理依赖。"
+ASSISTANT_MESSAGE = "好的,报告已用中文写好,依赖也改成用 pnpm 安装了。"
+
+
+def event(**fields: Any) -> dict[str, Any]:
+    """A COMPLETED main-session event of USER_ID in project `mao`; fields override."""
+    body = {"eventId": f"evt-{uuid.uuid4().hex}", "sessionId": SESSION_ID, "userId": USER_ID,
+            "projectKey": "mao", "workspace": "/home/dev/mao", "sessionType": "NORMAL",
+            "channel": "WEB", "phase": "COMPLETED", "lastUserMessage": USER_MESSAGE,
+            "lastAssistantMessage": ASSISTANT_MESSAGE}
+    body.update(fields)
+    return body
+
+
+def signed_headers(raw: bytes, secret: str, timestamp: int | None = None) -> dict[str, str]:
+    stamp = str(int(time.time()) if timestamp is None else timestamp)
+    return {"X-Memory-Timestamp": stamp, "X-Memory-Signature": signature(secret, stamp, raw)}
+
+
+def post_webhook(client: FlaskClient, body: Any, *, secret: str,
+                 headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    """POST a body (dict, or raw bytes) signed with `secret` unless headers are given."""
+    raw = body if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False).encode()
+    response = client.post(WEBHOOK_PATH, data=raw, content_type="application/json",
+                           headers=headers if headers is not None else signed_headers(raw, secret))
+    return response.status_code, response.get_json()
+
+
+def capture_on(app: Flask, user_id: int = USER_ID, enabled: bool = True) -> None:
+    """The user exists and has auto-capture switched as given (the API's own path)."""
+    from app.auth.service import ensure_user
+
+    with app.app_context():
+        ensure_user(user_id)
+        memory_service.set_auto_capture(user_id, enabled)
+        db.session.remove()
+
+
+class BurstWorker(AppSimpleWorker):
+    """The app's in-process worker class, minus RQ's command channel (stop-job / shutdown
+    messages over pubsub), which a burst in a test never receives: its listener thread only
+    costs a one-second join at the end of every burst."""
+
+    def subscribe(self) -> None:
+        return None
+
+    def unsubscribe(self) -> None:
+        return None
+
+
+def run_jobs(app: Flask, timeout_s: float = 30) -> None:
+    """Run every queued job in this process with the app's worker class, retries included.
+
+    A burst with the scheduler enqueues the retries that are due; the loop waits for the rest.
+    """
+    connection = redis.Redis.from_url(app.config["REDIS_URL"])
+    queue = Queue(QUEUE_NAME, connection=connection)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            worker = BurstWorker([queue], connection=connection, app=app)
+            worker.work(burst=True, with_scheduler=True)
+            if queue.count == 0 and queue.scheduled_job_registry.count == 0:
+                return
+            assert time.monotonic() < deadline, "queued jobs did not finish in time"
+            time.sleep(0.05)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        connection.close()
+
+
+def outcomes(app: Flask) -> list[dict[str, Any]]:
+    """Every outcome row, oldest first."""
+    with app.app_context():
+        rows = db.session.scalars(sa.select(JobOutcome).order_by(JobOutcome.id)).all()
+        data = [r.to_dict() for r in rows]
+        db.session.remove()
+        return data
+
+
+def only_outcome(app: Flask) -> dict[str, Any]:
+    rows = outcomes(app)
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+def wait_for_lock_wait(engine: sa.Engine, timeout_s: float = 15) -> bool:
+    """Poll until another connection to this test database waits for a lock (True), or time
+    out (False). A transaction that only read before its INSERT is not always reported as
+    LOCK WAIT by MariaDB, so a write statement stuck for 200 ms counts too."""
+    query = sa.text(
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST p "
+        "LEFT JOIN information_schema.INNODB_TRX t ON t.trx_mysql_thread_id = p.ID "
+        "WHERE p.DB = DATABASE() AND p.ID <> CONNECTION_ID() AND (t.trx_state = 'LOCK WAIT' "
+        "OR (p.COMMAND = 'Query' AND p.TIME_MS > 200 "
+        "AND (p.INFO LIKE 'INSERT%' OR p.INFO LIKE 'UPDATE%')))")
+    deadline = time.monotonic() + timeout_s
+    with engine.connect() as probe:
+        while time.monotonic() < deadline:
+            if probe.execute(query).scalar():
+                return True
+            probe.rollback()
+            time.sleep(0.05)
+    return False
