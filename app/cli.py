@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 from flask import Flask
-from flask.cli import AppGroup
+from flask.cli import AppGroup, with_appcontext
 from werkzeug.serving import run_simple
 
 from app.auth import service as accounts
@@ -111,6 +111,7 @@ def serve(host: str, port: int) -> None:
 
 @click.command("worker")
 @click.option("--burst", is_flag=True, help="Run the jobs queued now, then exit.")
+@with_appcontext
 def worker(burst: bool) -> None:
     """Run jobs of the `memory` queue (needs REDIS_URL; start as many as you like)."""
     import logging

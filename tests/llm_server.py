@@ -37,7 +37,7 @@ class Request:
     headers: dict[str, str]  # names lower-cased
     body: dict[str, Any]
     started: float
-    ended: float = 0.0
+    ended: float = float("inf")  # until the answer is sent
 
     @property
     def model(self) -> str:
@@ -88,17 +88,16 @@ class _Handler(BaseHTTPRequestHandler):
         script = self.server.script
         headers = {name.lower(): value for name, value in self.headers.items()}
         request = Request(self.path, headers, json.loads(raw or b"{}"), started)
-        with script.lock:
+        with script.served:
             reply = script.replies.popleft() if script.replies else None
+            script.requests.append(request)
+            script.served.notify_all()
         try:
             self._answer(request, reply)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up first (a timeout): what the test wanted
         finally:
             request.ended = time.monotonic()
-            with script.served:
-                script.requests.append(request)
-                script.served.notify_all()
 
     def _answer(self, request: Request, reply: Reply | None) -> None:
         if reply is None:

@@ -1,0 +1,115 @@
+"""Real worker processes: same-session serialization, a killed job, the worker command."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import sqlalchemy as sa
+from rq.job import Job
+
+from app.extensions import db
+from app.memory.models import MemoryItem
+from tests.conftest import TEST_DATABASE_URL, assert_ok
+from tests.extraction.support import (
+    USER_ID,
+    capture_on,
+    event,
+    only_outcome,
+    outcomes,
+    wait_for_blocked_write,
+)
+from tests.jobs.workers import registered_workers, wait_until, work_horse_of, worker_processes
+
+
+def _overlap(a, b) -> bool:
+    return a.started < b.ended and b.started < a.ended
+
+
+def test_jobs_of_one_session_never_overlap(app, llm, webhook, tmp_path, client):
+    """Three workers, three jobs at once: two of session 1 (serialized by the Redis lock, on
+    two workers), one of session 2 (runs alongside, so the workers really are concurrent)."""
+    capture_on(app)
+    for _ in range(3):
+        llm.reply_items([], delay=1.5)
+    bodies = [event(sessionId=1, lastUserMessage="会话一的第一个任务:以后所有报告都用中文来写"),
+              event(sessionId=1, lastUserMessage="会话一的第二个任务:仓库统一用 pnpm 管理"),
+              event(sessionId=2, lastUserMessage="会话二的任务:测试统一用 Vitest 来跑")]
+    with worker_processes(3, tmp_path):
+        wait_until(lambda: registered_workers() == 3, 60, "three registered workers")
+        for body in bodies:
+            assert assert_ok(webhook(body), 202)["enqueued"] is True
+        wait_until(lambda: len(outcomes(app)) == 3, 60, "three outcomes")
+
+    assert [o["status"] for o in outcomes(app)] == ["succeeded"] * 3
+    by_task = {marker: next(r for r in llm.requests if marker in r.prompt)
+               for marker in ("会话一的第一个任务", "会话一的第二个任务", "会话二的任务")}
+    first, second, other = by_task.values()
+    assert not _overlap(first, second), "two jobs of one session ran at the same time"
+    assert _overlap(other, first) or _overlap(other, second)
+    connection = app.extensions["memory_queue"].redis
+    workers = {Job.fetch(o["jobId"], connection=connection).worker_name for o in outcomes(app)}
+    assert len(workers) == 3
+    # Outcomes written by other processes show in this process's metrics.
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert ('memory_jobs_total{kind="extraction",status="succeeded",'
+            'reason="nothing_to_remember"} 3') in metrics
+
+
+def test_a_job_killed_mid_way_leaves_no_partial_writes(app, llm, webhook, memories, tmp_path):
+    """The job inserts one row, then waits for a row lock we hold; its work horse is killed
+    there. The insert is gone with the connection, and the worker records the outcome."""
+    capture_on(app)
+    confirmed = memories.add(USER_ID, "要被再次确认的事实", source="AUTO")
+    before = memories.get(confirmed)
+    llm.reply_items([{"type": "user", "content": "被杀之前插入的新事实"},
+                     {"type": "user", "action": "touch", "existingId": confirmed}])
+    engine = sa.create_engine(TEST_DATABASE_URL, isolation_level="READ COMMITTED")
+    holder = engine.connect()
+    transaction = holder.begin()
+    holder.execute(sa.select(MemoryItem.id).where(MemoryItem.id == confirmed).with_for_update())
+    try:
+        with worker_processes(1, tmp_path, burst=True) as (worker,):
+            assert assert_ok(webhook(event()), 202)["enqueued"] is True
+            assert wait_for_blocked_write(engine), "the job never reached the row we hold"
+            # A dirty read sees the job's uncommitted insert: it really is half-way.
+            with engine.connect().execution_options(
+                    isolation_level="READ UNCOMMITTED") as dirty:
+                half_way = dirty.execute(sa.select(sa.func.count()).select_from(MemoryItem)
+                                         .where(MemoryItem.content == "被杀之前插入的新事实")
+                                         ).scalar()
+            assert half_way == 1, "the job had not written anything yet"
+            horse = work_horse_of(worker.pid)
+            assert horse is not None
+            os.kill(horse, signal.SIGKILL)
+            wait_until(lambda: outcomes(app), 30, "the killed job's outcome")
+            worker.wait(timeout=30)
+    finally:
+        transaction.rollback()
+        holder.close()
+        engine.dispose()
+
+    assert memories.count(USER_ID, content="被杀之前插入的新事实") == 0
+    assert memories.get(confirmed) == before
+    outcome = only_outcome(app)
+    assert (outcome["status"], outcome["reason"], outcome["inserted"]) == \
+        ("failed", "worker_killed", 0)
+
+
+def test_the_worker_command_runs_queued_jobs_and_exits_in_burst_mode(
+        app, llm, webhook, memories, tmp_path):
+    capture_on(app)
+    llm.reply_items([{"type": "user", "content": "输出报告用中文"}])
+    assert_ok(webhook(event()), 202)
+    with worker_processes(1, tmp_path, burst=True) as (worker,):
+        assert worker.wait(timeout=60) == 0
+    assert only_outcome(app)["status"] == "succeeded"
+    assert memories.count(USER_ID, content="输出报告用中文", source="AUTO") == 1
+
+
+def test_the_worker_command_needs_redis(make_app):
+    app = make_app(REDIS_URL=None)
+    result = app.test_cli_runner().invoke(args=["worker", "--burst"])
+    assert result.exit_code != 0 and "REDIS_URL" in result.output
+    with app.app_context():
+        db.session.remove()

@@ -1,0 +1,84 @@
+"""Real `flask --app wsgi worker` processes on the test database and Redis."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import redis
+from rq import Queue, Worker
+
+from app.extraction.queue import QUEUE_NAME
+from tests.conftest import TEST_DATABASE_URL, TEST_REDIS_URL, WEBHOOK_SECRET
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def worker_env(**extra: str) -> dict[str, str]:
+    env = {**os.environ, "DATABASE_URL": TEST_DATABASE_URL, "REDIS_URL": TEST_REDIS_URL,
+           "MEMORY_WEBHOOK_SECRET": WEBHOOK_SECRET, "MEMORY_LLM_TIMEOUT_S": "5",
+           "MEMORY_RETRY_DELAYS_S": "1", "PYTHONUNBUFFERED": "1"}
+    env.update(extra)
+    return env
+
+
+@contextlib.contextmanager
+def worker_processes(count: int, log_dir: Path, *, burst: bool = False,
+                     **env: str) -> Iterator[list[subprocess.Popen]]:
+    """Start `count` workers (logs in log_dir); on exit stop them (SIGTERM, then SIGKILL)."""
+    command = [sys.executable, "-m", "flask", "--app", "wsgi", "worker"]
+    if burst:
+        command.append("--burst")
+    started: list[tuple[subprocess.Popen, object]] = []
+    try:
+        for i in range(count):
+            log = (log_dir / f"worker-{i}.log").open("w")
+            process = subprocess.Popen(command, cwd=ROOT, env=worker_env(**env), stdout=log,
+                                       stderr=subprocess.STDOUT)
+            started.append((process, log))
+        yield [process for process, _ in started]
+    finally:
+        for process, _ in started:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process, log in started:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            log.close()
+
+
+def registered_workers() -> int:
+    connection = redis.Redis.from_url(TEST_REDIS_URL)
+    try:
+        return len(Worker.all(queue=Queue(QUEUE_NAME, connection=connection)))
+    finally:
+        connection.close()
+
+
+def wait_until(condition: Callable[[], object], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def work_horse_of(worker_pid: int) -> int | None:
+    """The child a worker forked for its current job: RQ puts it in its own process group."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, parent, group = int(stat.parent.name), int(fields[1]), int(fields[2])
+        if parent == worker_pid and group == pid:
+            return pid
+    return None
