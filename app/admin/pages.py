@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, ParamSpec, TypeVar
 
-from flask import Blueprint, make_response, render_template, request, url_for
+from flask import Blueprint, Response, make_response, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 
 from app import pages
@@ -21,6 +21,7 @@ from app.auth.models import User
 from app.envelope import ApiError
 from app.extensions import db
 from app.memory import service as memory
+from app.memory.rules import Scope, Status
 from app.system import service as system
 from app.system.models import LlmModel, SystemSetting
 
@@ -35,16 +36,16 @@ bp.register_error_handler(ApiError, pages.api_error_response)
 PAGE_SIZE = 20
 SEARCH_MAX = 64
 AUDIT_BANNER = "本页面用于审计用户记忆内容,仅供治理用途"
-SCOPE_FILTERS = (("", "全部"), ("USER", "用户"), ("PROJECT", "项目"))
-STATUS_FILTERS = (("", "全部"), ("ACTIVE", "生效中"), ("DISMISSED", "已忽略"))
+SCOPE_FILTERS = (("", "全部"), (Scope.USER.value, "用户"), (Scope.PROJECT.value, "项目"))
+STATUS_FILTERS = (("", "全部"), (Status.ACTIVE.value, "生效中"), (Status.DISMISSED.value, "已忽略"))
 
 
 def allowed_if(check: Callable[[User], bool],
-               refusal: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+               refusal: str) -> Callable[[Callable[P, R]], Callable[P, R | Response]]:
     """Answer 403 with `refusal` unless the logged-in user passes `check`."""
-    def decorator(view: Callable[P, R]) -> Callable[P, R]:
+    def decorator(view: Callable[P, R]) -> Callable[P, R | Response]:
         @functools.wraps(view)
-        def wrapped(*args: P.args, **kwargs: P.kwargs) -> R:
+        def wrapped(*args: P.args, **kwargs: P.kwargs) -> R | Response:
             if not check(pages.current_user()):
                 return pages.error_response(403, "没有权限", refusal)
             return view(*args, **kwargs)

@@ -57,7 +57,7 @@ def test_audit_page_shows_the_banner_and_reads_only(page: Page, app: Flask, live
 
 
 def test_admin_picks_the_extraction_model(page: Page, app: Flask, live_server: str,
-                                          users: Accounts):
+                                          users: Accounts, artifacts: Path):
     with app.app_context():
         system.add_model("fast", "gpt-4o-mini", default=True)
         big = system.add_model("big", "gpt-4o").id
@@ -70,6 +70,7 @@ def test_admin_picks_the_extraction_model(page: Page, app: Flask, live_server: s
     select.select_option(str(big))
     page.get_by_role("button", name="保存").click()
     expect(page.get_by_role("status")).to_have_text("已保存")
+    page.screenshot(path=artifacts / "settings-page.png", full_page=True)
     page.reload()
     expect(page.get_by_label(EXTRACTION_MODEL_KEY)).to_have_value(str(big))
     with app.app_context():
