@@ -41,7 +41,12 @@ class ReadPool:
             values = tuple(values[name] for name in order)
         dbapi_error = self.engine.dialect.loaded_dbapi.Error
         for attempt in (1, 2):
-            connection = self.engine.raw_connection()
+            try:
+                connection = self.engine.raw_connection()
+            except dbapi_error as exc:
+                # The pool hands out DB-API errors unwrapped; the app maps SQLAlchemy's to 503.
+                raise sa.exc.DBAPIError.instance(None, None, exc, dbapi_error,
+                                                 dialect=self.engine.dialect) from exc
             cursor = None
             try:
                 cursor = connection.cursor()

@@ -85,9 +85,17 @@ def test_session_write_without_csrf_token_is_rejected(client, users, memories):
     assert memories.count() == 0
 
 
+def test_login_starts_a_new_session_with_a_new_csrf_token(client, users):
+    users.user("alice")
+    _, token_before = login(client)
+    page = client.get("/settings/memory").get_data(as_text=True)
+    assert csrf_from(page) != token_before
+
+
 def test_session_write_with_csrf_token_is_accepted(client, users):
     users.user("alice")
-    _, token = login(client)
+    login(client)
+    token = csrf_from(client.get("/settings/memory").get_data(as_text=True))
     response = client.post(URL, json={"scope": "USER", "content": "fact"},
                            headers={"X-CSRF-Token": token})
     assert response.status_code == 201
