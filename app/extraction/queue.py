@@ -112,6 +112,9 @@ class RedisJobQueue:
                 kind.entry_point, args=(payload,), job_id=job_id, unique=True,
                 timeout=self.timing.job_timeout_s, result_ttl=RESULT_TTL_S,
                 failure_ttl=FAILURE_TTL_S, meta={"kind": kind.name},
+                # What RQ logs for the job: ids only, never the conversation in the payload.
+                description=f"{kind.name} user={payload.get('user_id')} "
+                            f"session={payload.get('session_id')}",
             )
         except DuplicateJobError:
             return False

@@ -178,6 +178,7 @@ def test_the_job_carries_ids_and_only_the_text_parts(app, webhook):
                          "session_id": SESSION_ID, "project_key": "mao",
                          "user_message": "第一段\n第二段", "assistant_message": "答复"},)
     assert job.meta == {"kind": "extraction"}
+    assert job.description == f"extraction user={USER_ID} session={SESSION_ID}"
 
 
 # ---- decisions (D2, D6, D9) ----------------------------------------------------------------

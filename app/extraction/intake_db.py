@@ -1,0 +1,132 @@
+"""The webhook's transaction: prebuilt statements on a pooled DB-API connection.
+
+Every finished task of the platform calls the webhook, so its database work skips the ORM:
+the statements are built once at import and compiled once per dialect (building and compiling
+them per request cost several times their round trips), then run on a connection of the app's
+own pool. DB-API errors come out as SQLAlchemy's, so callers can catch IntegrityError and the
+app still answers 503 when the database is down.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql, sqlite
+from sqlalchemy.sql import Executable
+
+from app.auth.models import User
+from app.extensions import db
+from app.extraction.models import WebhookEvent
+from app.memory.models import UserMemoryPreference
+from app.sessions.models import PlatformSession
+
+_event = WebhookEvent.__table__
+_session = PlatformSession.__table__
+_SESSION_FIELDS = ("user_id", "project_key", "workspace", "session_type", "channel",
+                   "last_seen_at")
+
+# Whether the user exists, and their D9 toggle, in one round trip.
+USER_AND_TOGGLE = (
+    sa.select(User.id, UserMemoryPreference.auto_capture_enabled)
+    .outerjoin(UserMemoryPreference, UserMemoryPreference.user_id == User.id)
+    .where(User.id == sa.bindparam("user_id"))
+)
+INSERT_EVENT = sa.insert(_event).values(
+    {name: sa.bindparam(name) for name in ("event_id", "session_id", "user_id", "phase",
+                                           "reason", "received_at")})
+SET_EVENT_REASON = (sa.update(_event).where(_event.c.event_id == sa.bindparam("key"))
+                    .values(reason=sa.bindparam("new_reason")))
+
+
+def _upserts() -> dict[str, Executable]:
+    """One statement per dialect family, so two first reports of a session cannot collide."""
+    values = {name: sa.bindparam(name) for name in ("id", *_SESSION_FIELDS)}
+    on_sqlite = sqlite.insert(_session).values(values)
+    on_mysql = mysql.insert(_session).values(values)
+    return {
+        "sqlite": on_sqlite.on_conflict_do_update(
+            index_elements=[_session.c.id],
+            set_={name: on_sqlite.excluded[name] for name in _SESSION_FIELDS}),
+        "mysql": on_mysql.on_duplicate_key_update(
+            {name: on_mysql.inserted[name] for name in _SESSION_FIELDS}),
+    }
+
+
+UPSERT_SESSION = _upserts()
+
+_compiled: dict[tuple[int, str], tuple[str, tuple[str, ...] | None]] = {}
+
+
+def timestamp(value: datetime) -> str:
+    """DATETIME(6) text both MySQL and SQLite store as is (SQLAlchemy's SQLite format)."""
+    return value.isoformat(sep=" ", timespec="microseconds")
+
+
+class IntakeTransaction:
+    """`with IntakeTransaction() as tx:` — committed by `tx.commit()`, else rolled back."""
+
+    def __init__(self) -> None:
+        self.engine = db.engine
+        self.dialect = self.engine.dialect
+        self._error = self.dialect.loaded_dbapi.Error
+
+    def _wrap(self, exc: Exception, sql: str | None = None, values: Any = None) -> Exception:
+        return sa.exc.DBAPIError.instance(sql, values, exc, self._error, dialect=self.dialect)
+
+    def __enter__(self) -> IntakeTransaction:
+        try:
+            self.connection = self.engine.raw_connection()
+        except self._error as exc:
+            raise self._wrap(exc) from exc
+        self.cursor = self.connection.cursor()
+        self._committed = False
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        try:
+            if self.connection.is_valid:
+                self.cursor.close()
+                if not self._committed:
+                    self.connection.rollback()
+        except self._error as rollback_error:
+            # The connection died with the failure; the server rolls back on its own.
+            self.connection.invalidate(rollback_error)
+        finally:
+            self.connection.close()
+
+    def upsert_session(self, **values: Any) -> None:
+        family = "sqlite" if self.dialect.name == "sqlite" else "mysql"
+        self.execute(UPSERT_SESSION[family], **values)
+
+    def execute(self, statement: Executable, **params: Any) -> None:
+        sql, order = self._compile(statement)
+        values = tuple(params[name] for name in order) if order is not None else params
+        try:
+            self.cursor.execute(sql, values)
+        except self._error as exc:
+            if self.dialect.is_disconnect(exc, self.connection, self.cursor):
+                self.connection.invalidate(exc)
+            raise self._wrap(exc, sql, values) from exc
+
+    def first(self, statement: Executable, **params: Any) -> tuple | None:
+        self.execute(statement, **params)
+        return self.cursor.fetchone()
+
+    def commit(self) -> None:
+        try:
+            self.connection.commit()
+        except self._error as exc:
+            raise self._wrap(exc) from exc
+        self._committed = True
+
+    def _compile(self, statement: Executable) -> tuple[str, tuple[str, ...] | None]:
+        key = (id(statement), self.dialect.name)
+        if key not in _compiled:
+            compiled = statement.compile(dialect=self.dialect)
+            order = tuple(compiled.positiontup) if compiled.positional else None
+            _compiled[key] = (str(compiled), order)
+        return _compiled[key]
