@@ -80,7 +80,7 @@ def receive(event: TaskCompleted) -> tuple[bool, str]:
     with IntakeTransaction() as tx:
         known = tx.first(USER_AND_TOGGLE, user_id=event.user_id)
         if known is None:
-            # First seen here: created on the spot (its own tiny transaction, before ours).
+            # First seen here: created on the spot, in a transaction of its own.
             ensure_user(event.user_id)
             auto_capture = UserMemoryPreference.auto_capture_enabled_for(event.user_id)
         else:

@@ -114,7 +114,9 @@ class IntakeTransaction:
 
     def first(self, statement: Executable, **params: Any) -> tuple | None:
         self.execute(statement, **params)
-        return self.cursor.fetchone()
+        # Read to the end, so no driver keeps the statement (and SQLite its read lock) open.
+        rows = self.cursor.fetchall()
+        return tuple(rows[0]) if rows else None
 
     def commit(self) -> None:
         try:

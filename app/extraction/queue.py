@@ -62,6 +62,8 @@ EXTRACTION = JobKind("extraction", "jobs.extraction.extract_memories",
 class SessionBusy(Exception):
     """Another job of the same session held the session lock longer than we may wait."""
 
+    reason = "session_busy"
+
 
 @dataclass(frozen=True)
 class Timing:

@@ -51,7 +51,7 @@ def run_extraction(payload: dict[str, Any], attempt: int, job_id: str) -> JobRes
             db.session.commit()
     except (LlmTransientError, SessionBusy) as exc:
         db.session.rollback()
-        reason = LlmTransientError.reason if isinstance(exc, LlmTransientError) else "session_busy"
+        reason = exc.reason
         delay = retry_delay(attempt)
         if delay is not None:
             log.warning("event=job.retry kind=%s job=%s user=%s session=%s attempt=%d "

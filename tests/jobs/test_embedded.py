@@ -115,3 +115,13 @@ def test_the_embedded_setup_retries_in_process(embedded):
     assert queue.wait_idle(15)
     assert _count(app, JobOutcome, status="succeeded", attempts=2) == 1
     assert len(llm.requests) == 2
+
+
+def test_a_user_first_seen_in_an_embedded_webhook_is_created(embedded):
+    from app.auth.models import User
+
+    app, _ = embedded
+    body = event(userId=31337, sessionId=9)
+    data = assert_ok(post_webhook(app.test_client(), body, secret=WEBHOOK_SECRET), 202)
+    assert data["reason"] == "auto_capture_disabled"
+    assert _count(app, User, id=31337) == 1 and _count(app, PlatformSession, user_id=31337) == 1
