@@ -2,7 +2,8 @@
 
 The app context gives the job its config and a database session of its own; popping it removes
 that session (Flask-SQLAlchemy's teardown), so each job starts clean. A job whose work horse is
-killed cannot write its outcome: the worker process, which survives, writes it instead.
+killed cannot write its outcome: the worker process, which survives, writes it instead; a job
+whose whole worker died gets it from RQ's failure callback when another worker finds it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 import redis
 from flask import Flask
 from rq import Queue, SimpleWorker, Worker
+from rq.exceptions import AbandonedJobError
 from rq.utils import now
 
 from app.extensions import db
@@ -19,8 +21,27 @@ from app.extraction import outcomes
 from app.extraction.queue import QUEUE_NAME
 
 
+def _record_lost(job: Any, reason: str) -> None:
+    """A failed outcome for a job that could not write one itself (needs the app context)."""
+    kind, payload = job.meta.get("kind"), job.args[0] if job.args else None
+    if kind is None or not isinstance(payload, dict):
+        return
+    ran_for_s = (now() - job.started_at).total_seconds() if job.started_at else 0.0
+    outcomes.record_lost(kind, job.id, payload, attempts=(job.number_of_retries or 0) + 1,
+                         reason=reason, ran_for_s=ran_for_s)
+
+
+def record_abandoned(job: Any, connection: Any, kind: type[BaseException], value: BaseException,
+                     traceback: Any) -> None:
+    """RQ failure callback of every job. Only an abandoned job — its worker died, and registry
+    maintenance found it later — comes here without an outcome: any other failure ran the
+    job's own code, which recorded one."""
+    if kind is AbandonedJobError:
+        _record_lost(job, "worker_lost")
+
+
 class AppContextMixin:
-    """Wraps RQ's job execution in the Flask app context."""
+    """Wraps RQ's job execution and registry maintenance in the Flask app context."""
 
     def __init__(self, *args: Any, app: Flask, **kwargs: Any) -> None:
         self.app = app
@@ -33,17 +54,16 @@ class AppContextMixin:
                 db.engine.dispose(close=False)
             return super().perform_job(job, queue, execution)
 
+    def clean_registries(self) -> None:
+        # Abandoned jobs found here get their outcome from `record_abandoned`.
+        with self.app.app_context():
+            super().clean_registries()
+
     def handle_work_horse_killed(self, job: Any, retpid: Any, ret_val: Any,
                                  rusage: Any) -> None:
         super().handle_work_horse_killed(job, retpid, ret_val, rusage)
-        kind, payload = job.meta.get("kind"), job.args[0] if job.args else None
-        if kind is None or not isinstance(payload, dict):
-            return
-        ran_for_s = (now() - job.started_at).total_seconds() if job.started_at else 0.0
         with self.app.app_context():
-            outcomes.record_lost(kind, job.id, payload,
-                                 attempts=(job.number_of_retries or 0) + 1,
-                                 reason="worker_killed", ran_for_s=ran_for_s)
+            _record_lost(job, "worker_killed")
 
 
 class AppWorker(AppContextMixin, Worker):

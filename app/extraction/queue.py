@@ -34,6 +34,9 @@ SESSION_LOCK_PREFIX = "memory:session-lock:"
 RESULT_TTL_S = 24 * 3600
 FAILURE_TTL_S = 7 * 24 * 3600
 
+# Records the outcome of a job whose worker died (jobs/worker.py).
+ABANDONED_CALLBACK = "jobs.worker.record_abandoned"
+
 Payload = dict[str, Any]
 
 
@@ -114,6 +117,7 @@ class RedisJobQueue:
                 kind.entry_point, args=(payload,), job_id=job_id, unique=True,
                 timeout=self.timing.job_timeout_s, result_ttl=RESULT_TTL_S,
                 failure_ttl=FAILURE_TTL_S, meta={"kind": kind.name},
+                on_failure=rq.Callback(ABANDONED_CALLBACK),
                 # What RQ logs for the job: ids only, never the conversation in the payload.
                 description=f"{kind.name} user={payload.get('user_id')} "
                             f"session={payload.get('session_id')}",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import sqlalchemy as sa
 from rq.job import Job
@@ -56,13 +57,16 @@ def test_jobs_of_one_session_never_overlap(app, llm, webhook, tmp_path, client):
             'reason="nothing_to_remember"} 3') in metrics
 
 
-def test_a_job_killed_mid_way_leaves_no_partial_writes(app, llm, webhook, memories, tmp_path):
-    """The job inserts one row, then waits for a row lock we hold; its work horse is killed
-    there. The insert is gone with the connection, and the worker records the outcome."""
+NEW_FACT = "被杀之前插入的新事实"
+
+
+def _kill_mid_transaction(app, llm, webhook, memories, tmp_path, kill) -> tuple[int, dict]:
+    """Run one job on a real worker until it has inserted a row and waits for a row lock we
+    hold, then `kill(worker)`. Returns the row the job wanted to touch, and that row before."""
     capture_on(app)
     confirmed = memories.add(USER_ID, "要被再次确认的事实", source="AUTO")
     before = memories.get(confirmed)
-    llm.reply_items([{"type": "user", "content": "被杀之前插入的新事实"},
+    llm.reply_items([{"type": "user", "content": NEW_FACT},
                      {"type": "user", "action": "touch", "existingId": confirmed}])
     engine = sa.create_engine(TEST_DATABASE_URL, isolation_level="READ COMMITTED")
     holder = engine.connect()
@@ -76,24 +80,55 @@ def test_a_job_killed_mid_way_leaves_no_partial_writes(app, llm, webhook, memori
             with engine.connect().execution_options(
                     isolation_level="READ UNCOMMITTED") as dirty:
                 half_way = dirty.execute(sa.select(sa.func.count()).select_from(MemoryItem)
-                                         .where(MemoryItem.content == "被杀之前插入的新事实")
-                                         ).scalar()
+                                         .where(MemoryItem.content == NEW_FACT)).scalar()
             assert half_way == 1, "the job had not written anything yet"
-            horse = work_horse_of(worker.pid)
-            assert horse is not None
-            os.kill(horse, signal.SIGKILL)
-            wait_until(lambda: outcomes(app), 30, "the killed job's outcome")
-            worker.wait(timeout=30)
+            kill(worker)
     finally:
         transaction.rollback()
         holder.close()
         engine.dispose()
+    return confirmed, before
 
-    assert memories.count(USER_ID, content="被杀之前插入的新事实") == 0
+
+def test_a_job_killed_mid_way_leaves_no_partial_writes(app, llm, webhook, memories, tmp_path):
+    """Its work horse is killed; the worker survives and records the outcome."""
+    def kill_the_horse(worker) -> None:
+        horse = work_horse_of(worker.pid)
+        assert horse is not None
+        os.kill(horse, signal.SIGKILL)
+        wait_until(lambda: outcomes(app), 30, "the killed job's outcome")
+        worker.wait(timeout=30)
+
+    confirmed, before = _kill_mid_transaction(app, llm, webhook, memories, tmp_path,
+                                              kill_the_horse)
+    assert memories.count(USER_ID, content=NEW_FACT) == 0
     assert memories.get(confirmed) == before
     outcome = only_outcome(app)
     assert (outcome["status"], outcome["reason"], outcome["inserted"]) == \
         ("failed", "worker_killed", 0)
+
+
+def test_a_job_whose_worker_died_gets_its_outcome_from_maintenance(
+        app, llm, webhook, memories, tmp_path):
+    """Worker and horse both die: nothing persists, and the RQ registry maintenance that finds
+    the abandoned job (run here as if its heartbeat had long expired) records the outcome."""
+    def kill_everything(worker) -> None:
+        horse = work_horse_of(worker.pid)
+        assert horse is not None
+        os.kill(worker.pid, signal.SIGKILL)
+        os.kill(horse, signal.SIGKILL)
+        worker.wait(timeout=30)
+
+    confirmed, before = _kill_mid_transaction(app, llm, webhook, memories, tmp_path,
+                                              kill_everything)
+    assert outcomes(app) == []
+    queue = app.extensions["memory_queue"].rq_queue()
+    with app.app_context():
+        queue.started_job_registry.cleanup(timestamp=time.time() + 24 * 3600)
+    assert memories.count(USER_ID, content=NEW_FACT) == 0
+    assert memories.get(confirmed) == before
+    outcome = only_outcome(app)
+    assert (outcome["status"], outcome["reason"]) == ("failed", "worker_lost")
 
 
 def test_the_worker_command_runs_queued_jobs_and_exits_in_burst_mode(
