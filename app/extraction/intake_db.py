@@ -1,10 +1,8 @@
 """The webhook's transaction: prebuilt statements on a pooled DB-API connection.
 
 Every finished task of the platform calls the webhook, so its database work skips the ORM:
-the statements are built once at import and compiled once per dialect (building and compiling
-them per request cost several times their round trips), then run on a connection of the app's
-own pool. DB-API errors come out as SQLAlchemy's, so callers can catch IntegrityError and the
-app still answers 503 when the database is down.
+the statements are built once at import and run through `rawsql` on a connection of the app's
+own pool.
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.sql import Executable
 
+from app import rawsql
 from app.auth.models import User
 from app.extensions import db
 from app.extraction.models import WebhookEvent
@@ -57,9 +56,6 @@ def _upserts() -> dict[str, Executable]:
 
 UPSERT_SESSION = _upserts()
 
-_compiled: dict[tuple[int, str], tuple[str, tuple[str, ...] | None]] = {}
-
-
 def timestamp(value: datetime) -> str:
     """DATETIME(6) text both MySQL and SQLite store as is (SQLAlchemy's SQLite format)."""
     return value.isoformat(sep=" ", timespec="microseconds")
@@ -73,14 +69,8 @@ class IntakeTransaction:
         self.dialect = self.engine.dialect
         self._error = self.dialect.loaded_dbapi.Error
 
-    def _wrap(self, exc: Exception, sql: str | None = None, values: Any = None) -> Exception:
-        return sa.exc.DBAPIError.instance(sql, values, exc, self._error, dialect=self.dialect)
-
     def __enter__(self) -> IntakeTransaction:
-        try:
-            self.connection = self.engine.raw_connection()
-        except self._error as exc:
-            raise self._wrap(exc) from exc
+        self.connection = rawsql.connect(self.engine)
         self.cursor = self.connection.cursor()
         self._committed = False
         return self
@@ -103,14 +93,16 @@ class IntakeTransaction:
         self.execute(UPSERT_SESSION[family], **values)
 
     def execute(self, statement: Executable, **params: Any) -> None:
-        sql, order = self._compile(statement)
-        values = tuple(params[name] for name in order) if order is not None else params
+        statement_sql = rawsql.compiled(statement, self.dialect)
+        values = statement_sql.values(params)
         try:
-            self.cursor.execute(sql, values)
+            self.cursor.execute(statement_sql.sql, values)
         except self._error as exc:
-            if self.dialect.is_disconnect(exc, self.connection, self.cursor):
+            disconnected = self.dialect.is_disconnect(exc, self.connection, self.cursor)
+            if disconnected:
                 self.connection.invalidate(exc)
-            raise self._wrap(exc, sql, values) from exc
+            raise rawsql.wrap(exc, self.dialect, statement_sql.sql, values,
+                              invalidated=disconnected) from exc
 
     def first(self, statement: Executable, **params: Any) -> tuple | None:
         self.execute(statement, **params)
@@ -122,13 +114,5 @@ class IntakeTransaction:
         try:
             self.connection.commit()
         except self._error as exc:
-            raise self._wrap(exc) from exc
+            raise rawsql.wrap(exc, self.dialect) from exc
         self._committed = True
-
-    def _compile(self, statement: Executable) -> tuple[str, tuple[str, ...] | None]:
-        key = (id(statement), self.dialect.name)
-        if key not in _compiled:
-            compiled = statement.compile(dialect=self.dialect)
-            order = tuple(compiled.positiontup) if compiled.positional else None
-            _compiled[key] = (str(compiled), order)
-        return _compiled[key]

@@ -7,6 +7,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
+from app import rawsql
 from app.db_types import utcnow
 from app.extensions import db
 from app.memory import rules
@@ -59,8 +60,8 @@ def captured_selects(monkeypatch) -> Iterator[list[tuple[str, dict]]]:
     pool_rows = ReadPool.rows
 
     def recording_rows(self, statement, **params):
-        sql, defaults, _ = self._compile(statement)
-        captured.append((sql, {**defaults, **params}))
+        statement_sql = rawsql.compiled(statement, self.engine.dialect)
+        captured.append((statement_sql.sql, {**statement_sql.defaults, **params}))
         return pool_rows(self, statement, **params)
 
     monkeypatch.setattr(ReadPool, "rows", recording_rows)
