@@ -78,6 +78,10 @@ def run_worker(app: Flask, *, burst: bool) -> bool:
     """Work the `memory` queue; the scheduler it runs turns delayed retries back into jobs."""
     # Imported once here, so each forked horse starts with the job code (and openai) loaded.
     import jobs.extraction  # noqa: F401
+    from app.extraction.llm import tls_context
+
+    # Read the CA bundle here, once: every forked work horse inherits it ready.
+    tls_context()
 
     connection = redis.Redis.from_url(app.config["REDIS_URL"])
     worker = AppWorker([Queue(QUEUE_NAME, connection=connection)], connection=connection,
