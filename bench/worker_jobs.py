@@ -1,0 +1,176 @@
+"""Benchmark 3: the extraction worker against an LLM that answers instantly.
+
+- jobs/s of one real `flask --app wsgi worker --burst` (forks a work horse per job), 1,000 jobs;
+- in-process (one AppSimpleWorker, no fork) with 0, 100 and 200 existing machine-made memories:
+  SQL statements per job (SQLAlchemy events), per-job time outside the LLM call, prompt size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import time
+import uuid
+from typing import Any
+
+import redis
+import sqlalchemy as sa
+
+from bench.common import (
+    BENCH_REDIS_URL,
+    ROOT,
+    STUB_KEY_ENV,
+    VENV_BIN,
+    Table,
+    app_env,
+    fresh_capturing_users,
+    llm_stub,
+    raw_connection,
+    use_stub_model,
+)
+
+JOBS = 1_000
+PER_SCENARIO = 100
+EXISTING = (0, 100, 200)
+USER_BASE = 2_000_000
+
+
+def _prepare(base_url: str) -> None:
+    """Users with auto-capture on, no memories or outcomes of earlier runs, the stub model."""
+    with contextlib.closing(raw_connection()) as conn, conn.cursor() as cur:
+        cur.execute("DELETE FROM memory_job_outcome")
+        use_stub_model(cur, base_url)
+        fresh_capturing_users(cur, [USER_BASE + u for u in range(1, 20)])
+    redis.Redis.from_url(BENCH_REDIS_URL).flushdb()
+
+
+def _seed_machine_rows(user_id: int, count: int) -> None:
+    from app.memory.rules import dedup_hash
+
+    rows = []
+    for i in range(count):
+        content = f"已有的记忆 {i}:部署前先跑 pnpm test,报告用中文写"
+        at = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(time.time() - 86400 + i))
+        rows.append((user_id, "USER", "", content, "AUTO", "ACTIVE",
+                     dedup_hash("USER", "", content), at, at))
+    with contextlib.closing(raw_connection()) as conn, conn.cursor() as cur:
+        cur.executemany("INSERT INTO memory_item (user_id, scope, project_key, content, source, "
+                        "status, dedup_hash, created_at, updated_at) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", rows)
+
+
+def _payload(user_id: int, i: int) -> dict[str, Any]:
+    return {"event_id": f"bench-{i}", "user_id": user_id, "session_id": 9_000_000 + i,
+            "project_key": None,
+            "user_message": f"第 {i} 个任务:以后所有报告都用中文写,我们的仓库统一用 pnpm 管理依赖",
+            "assistant_message": "好的,已用中文完成报告,并用 pnpm 安装了依赖。"}
+
+
+def _enqueue(app: Any, payloads: list[dict[str, Any]]) -> None:
+    from app.extraction.queue import EXTRACTION, memory_queue
+
+    run = uuid.uuid4().hex[:8]
+    with app.app_context():
+        queue = memory_queue()
+        for n, payload in enumerate(payloads):
+            queue.enqueue(EXTRACTION, payload, f"bench-{run}-{n}")
+
+
+def _burst_seconds() -> float:
+    began = time.perf_counter()
+    subprocess.run([str(VENV_BIN / "flask"), "--app", "wsgi", "worker", "--burst"], cwd=ROOT,
+                   env=app_env(**{STUB_KEY_ENV: "bench"}), check=True, capture_output=True)
+    return time.perf_counter() - began
+
+
+def _outcomes(where: str = "1=1") -> dict[str, Any]:
+    with contextlib.closing(raw_connection()) as conn, conn.cursor() as cur:
+        cur.execute("SELECT status, COUNT(*), AVG(prompt_chars), AVG(duration_ms) "
+                    f"FROM memory_job_outcome WHERE {where} GROUP BY status")
+        return {row[0]: row[1:] for row in cur.fetchall()}
+
+
+def _in_process(app: Any, user_id: int) -> tuple[float, float, float, float]:
+    """(statements/job, ms/job outside the LLM call, LLM ms/job, prompt chars/job)."""
+    import openai.resources.chat.completions as chat
+    from rq import Queue
+
+    from app.extensions import db
+    from app.extraction.queue import QUEUE_NAME
+    from jobs.worker import AppSimpleWorker
+
+    _enqueue(app, [_payload(user_id, i) for i in range(PER_SCENARIO)])
+    statements = [0]
+    llm_seconds = [0.0]
+    create = chat.Completions.create
+
+    def timed_create(self: Any, *args: Any, **kwargs: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return create(self, *args, **kwargs)
+        finally:
+            llm_seconds[0] += time.perf_counter() - began
+
+    def count(*_: Any) -> None:
+        statements[0] += 1
+
+    connection = redis.Redis.from_url(BENCH_REDIS_URL)
+    worker = AppSimpleWorker([Queue(QUEUE_NAME, connection=connection)],
+                             connection=connection, app=app)
+    with app.app_context():
+        engine = db.engine
+    sa.event.listen(engine, "before_cursor_execute", count)
+    chat.Completions.create = timed_create
+    try:
+        began = time.perf_counter()
+        worker.work(burst=True)
+        wall = time.perf_counter() - began
+    finally:
+        chat.Completions.create = create
+        sa.event.remove(engine, "before_cursor_execute", count)
+        connection.close()
+    outcome = _outcomes(f"user_id = {user_id}")
+    prompt_chars = float(outcome["succeeded"][1]) if "succeeded" in outcome else 0.0
+    return (statements[0] / PER_SCENARIO, (wall - llm_seconds[0]) / PER_SCENARIO * 1000,
+            llm_seconds[0] / PER_SCENARIO * 1000, prompt_chars)
+
+
+def run(tables: list[Table]) -> None:
+    table = Table("Extraction worker: scripted LLM answering instantly",
+                  ["measure", "value", "baseline", "ratio / note"])
+    with llm_stub() as base_url:
+        _prepare(base_url)
+        os.environ[STUB_KEY_ENV] = "bench"
+        os.environ.update({k: v for k, v in app_env().items()
+                           if k in ("DATABASE_URL", "REDIS_URL")})
+        from app import create_app
+
+        app = create_app()
+        empty = _burst_seconds()  # process start-up, nothing queued
+        _enqueue(app, [_payload(USER_BASE + 1 + i % 10, i) for i in range(JOBS)])
+        busy = _burst_seconds()
+        per_job_ms = (busy - empty) / JOBS * 1000
+        done = _outcomes()
+        table.add(f"{JOBS:,} jobs, one forking worker", f"{JOBS / (busy - empty):,.1f} jobs/s",
+                  f"start-up {empty:.2f} s excluded",
+                  f"{per_job_ms:.1f} ms/job incl. fork and LLM call; outcomes: "
+                  + ", ".join(f"{k} {v[0]:,}" for k, v in sorted(done.items())))
+        figures = []
+        for n, existing in enumerate(EXISTING):
+            user_id = USER_BASE + 11 + n
+            _seed_machine_rows(user_id, existing)
+            figures.append((existing, *_in_process(app, user_id)))
+        base_statements = figures[0][1]
+        for existing, statements, overhead_ms, llm_ms, prompt_chars in figures:
+            table.add(f"in-process, {existing} existing memories",
+                      f"{statements:.1f} SQL/job", f"{base_statements:.1f} SQL/job at 0",
+                      f"x{statements / base_statements:.2f}; {overhead_ms:.1f} ms/job outside "
+                      f"the LLM call (LLM {llm_ms:.1f} ms); {prompt_chars:,.0f} prompt chars")
+        with app.app_context():
+            from app.extensions import db
+
+            db.engine.dispose()
+    table.notes.append("targets: <= 20 ms per job excluding LLM time; SQL/job flat in the "
+                       "number of existing memories (one comparison-set read)")
+    tables.append(table)
