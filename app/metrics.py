@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from flask import Blueprint, Response
 
 from app.extraction.models import JobOutcome, WebhookEvent
+from app.extraction.queue import CONSOLIDATION
 
 bp = Blueprint("metrics", __name__)
 
@@ -61,6 +62,16 @@ def render() -> str:
     lines += _family("memory_llm_tokens_total", "counter",
                      "Tokens the LLM reported, by job kind, model and type.", tokens)
 
+    rows_in, rows_out, merges, drops = JobOutcome.consolidation_totals(CONSOLIDATION.name)
+    lines += _family("memory_consolidation_rows_total", "counter",
+                     "Machine-made rows D15 consolidation read (in) and left (out).",
+                     [f"memory_consolidation_rows_total{_labels(direction='in')} {rows_in}",
+                      f"memory_consolidation_rows_total{_labels(direction='out')} {rows_out}"])
+    lines += _family("memory_consolidation_operations_total", "counter",
+                     "Merges and drops D15 consolidation applied.",
+                     [f"memory_consolidation_operations_total{_labels(op='merge')} {merges}",
+                      f"memory_consolidation_operations_total{_labels(op='drop')} {drops}"])
+
     lines += _family(
         "memory_webhook_events_total", "counter",
         "Distinct completion events recorded by the webhook, by its answer.",
@@ -71,5 +82,6 @@ def render() -> str:
 
 @bp.get("/metrics")
 def metrics():
-    """Job outcomes per kind/status/reason, job durations, LLM tokens, webhook decisions."""
+    """Job outcomes per kind/status/reason, job durations, LLM tokens, consolidation rows and
+    operations, webhook decisions."""
     return Response(render(), content_type=CONTENT_TYPE)

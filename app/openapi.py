@@ -172,7 +172,8 @@ SCHEMAS: dict[str, Any] = {
         "required": ["id", "kind", "jobId", "eventId", "userId", "sessionId", "status",
                      "reason", "attempts", "model", "promptChars", "promptTokens",
                      "completionTokens", "totalTokens", "inserted", "touched", "updated",
-                     "dropped", "demoted", "durationMs", "createdAt"],
+                     "dropped", "demoted", "durationMs", "createdAt", "scope", "projectKey",
+                     "rowsIn", "rowsOut", "merges", "drops"],
         "properties": {
             "id": {"type": "integer"},
             "kind": {"type": "string"},
@@ -193,6 +194,11 @@ SCHEMAS: dict[str, Any] = {
             "demoted": {"type": "integer"},
             "durationMs": {"type": "integer"},
             "createdAt": {"type": "string", "format": "date-time"},
+            # Consolidation jobs only (null for extraction): the group and its rows.
+            "scope": {"type": ["string", "null"], "enum": ["USER", "PROJECT", None]},
+            "projectKey": {"type": ["string", "null"]},
+            "rowsIn": {"type": ["integer", "null"]}, "rowsOut": {"type": ["integer", "null"]},
+            "merges": {"type": ["integer", "null"]}, "drops": {"type": ["integer", "null"]},
         },
     },
     "OutcomePage": {
@@ -330,7 +336,7 @@ PATHS: dict[str, Any] = {
             "parameters": [query("userId", {"type": "integer", "minimum": 1}),
                            query("status", OUTCOME_STATUS),
                            query("kind", {"type": "string", "maxLength": 32},
-                                 description="e.g. extraction"),
+                                 description="extraction or consolidation"),
                            *PAGE_PARAMS],
             "responses": {"200": ok_response(ref("OutcomePage")),
                           **errors(400, 401, 403, 503)},

@@ -77,6 +77,7 @@ class AppSimpleWorker(AppContextMixin, SimpleWorker):
 def run_worker(app: Flask, *, burst: bool) -> bool:
     """Work the `memory` queue; the scheduler it runs turns delayed retries back into jobs."""
     # Imported once here, so each forked horse starts with the job code (and openai) loaded.
+    import jobs.consolidation  # noqa: F401
     import jobs.extraction  # noqa: F401
     from app.extraction.llm import tls_context
 

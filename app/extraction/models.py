@@ -1,16 +1,18 @@
-"""What the pipeline keeps about its own work: received webhook events and job outcomes."""
+"""What the pipeline keeps about its own work: received webhook events, job outcomes and the
+per-user consolidation cooldown."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db_types import BigId, Timestamp, iso, utcnow
+from app.db_types import BigId, ProjectKey, Timestamp, iso, utcnow
 from app.extensions import db
 
 EVENT_ID_MAX = 128
@@ -80,6 +82,15 @@ class JobOutcome(db.Model):
     demoted: Mapped[int] = mapped_column(sa.Integer, nullable=False)
     duration_ms: Mapped[int] = mapped_column(sa.Integer, nullable=False)
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
+    # Consolidation jobs only (NULL on extraction): the group, and what became of its rows.
+    scope: Mapped[str | None] = mapped_column(sa.String(16),
+                                              comment="consolidation: the group's scope")
+    project_key: Mapped[str | None] = mapped_column(
+        ProjectKey, comment="consolidation: the project group's key")
+    rows_in: Mapped[int | None] = mapped_column(sa.Integer)
+    rows_out: Mapped[int | None] = mapped_column(sa.Integer)
+    merges: Mapped[int | None] = mapped_column(sa.Integer)
+    drops: Mapped[int | None] = mapped_column(sa.Integer)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -90,7 +101,9 @@ class JobOutcome(db.Model):
             "completionTokens": self.completion_tokens, "totalTokens": self.total_tokens,
             "inserted": self.inserted, "touched": self.touched, "updated": self.updated,
             "dropped": self.dropped, "demoted": self.demoted, "durationMs": self.duration_ms,
-            "createdAt": iso(self.created_at),
+            "createdAt": iso(self.created_at), "scope": self.scope,
+            "projectKey": self.project_key, "rowsIn": self.rows_in, "rowsOut": self.rows_out,
+            "merges": self.merges, "drops": self.drops,
         }
 
     @classmethod
@@ -141,3 +154,50 @@ class JobOutcome(db.Model):
                     .where(cls.model.is_not(None), cls.total_tokens.is_not(None))
                     .group_by(cls.kind, cls.model).order_by(cls.kind, cls.model)
                 )]
+
+    @classmethod
+    def consolidation_totals(cls, kind: str) -> tuple[int, int, int, int]:
+        """(rows in, rows out, merges, drops) summed over every outcome of `kind`; a job that
+        changed nothing reports as many rows out as in."""
+        row = db.session.execute(
+            sa.select(*(sa.func.coalesce(sa.func.sum(column), 0) for column in
+                        (cls.rows_in, cls.rows_out, cls.merges, cls.drops)))
+            .where(cls.kind == kind)
+        ).one()
+        return tuple(int(value) for value in row)
+
+
+class ConsolidationState(db.Model):
+    """When each user's last D15 consolidation started: the cooldown, shared by every worker.
+
+    `claim` is the only writer. It decides in one conditional statement, so two jobs of one
+    user that finish at the same moment in two processes cannot both pass the cooldown.
+    """
+
+    __tablename__ = "memory_consolidation_state"
+
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True, autoincrement=False)
+    last_started_at: Mapped[datetime] = mapped_column(
+        Timestamp, nullable=False,
+        comment="when the user's last consolidation was claimed (24 h cooldown)")
+
+    @classmethod
+    def claim(cls, user_id: int, now: datetime, cooldown: timedelta) -> bool:
+        """Start a consolidation now if the last one started at least `cooldown` ago.
+
+        Runs in the caller's transaction, which must commit (keep the claim) or roll back
+        (give it back). A concurrent claimer waits on our row lock, or on our uncommitted
+        first INSERT of the key, and then sees the claim taken.
+        """
+        moved = db.session.execute(
+            sa.update(cls).where(cls.user_id == user_id, cls.last_started_at <= now - cooldown)
+            .values(last_started_at=now).execution_options(synchronize_session=False))
+        if moved.rowcount == 1:
+            return True
+        if db.session.scalar(sa.select(cls.user_id).where(cls.user_id == user_id)) is not None:
+            return False  # within the cooldown
+        try:
+            db.session.execute(sa.insert(cls).values(user_id=user_id, last_started_at=now))
+        except IntegrityError:
+            return False  # a concurrent first claim won
+        return True

@@ -52,6 +52,13 @@ class Outcome:
     updated: int = 0
     dropped: int = 0
     demoted: int = 0
+    # Consolidation jobs: the group (scope, project key) and what became of its rows.
+    scope: str | None = None
+    project_key: str | None = None
+    rows_in: int | None = None
+    rows_out: int | None = None
+    merges: int | None = None
+    drops: int | None = None
     started: float = field(default_factory=time.monotonic)
 
     def finish(self, status: OutcomeStatus, reason: str) -> None:
@@ -76,12 +83,22 @@ class Outcome:
             prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
             total_tokens=self.total_tokens, inserted=self.inserted, touched=self.touched,
             updated=self.updated, dropped=self.dropped, demoted=self.demoted,
-            duration_ms=self.duration_ms,
+            duration_ms=self.duration_ms, scope=self.scope, project_key=self.project_key,
+            rows_in=self.rows_in, rows_out=self.rows_out, merges=self.merges, drops=self.drops,
         ))
 
     def log(self) -> None:
         """The structured line of a finished job: ids, result and counts, never content."""
         level = logging.WARNING if self.status is OutcomeStatus.FAILED else logging.INFO
+        if self.scope is not None:
+            log.log(level, "event=job.finished kind=%s job=%s user=%s scope=%s project=%s "
+                    "attempt=%d status=%s reason=%s model=%s rows_in=%s rows_out=%s merges=%s "
+                    "drops=%s inserted=%d touched=%d dropped=%d duration_ms=%d", self.kind,
+                    self.job_id, self.user_id, self.scope, self.project_key, self.attempts,
+                    self.status, self.reason, self.model, self.rows_in, self.rows_out,
+                    self.merges, self.drops, self.inserted, self.touched, self.dropped,
+                    self.duration_ms)
+            return
         log.log(level, "event=job.finished kind=%s job=%s event_id=%s user=%s session=%s "
                 "attempt=%d status=%s reason=%s model=%s inserted=%d touched=%d updated=%d "
                 "dropped=%d demoted=%d persisted=%s duration_ms=%d", self.kind, self.job_id,
@@ -105,9 +122,11 @@ def record(outcome: Outcome) -> None:
 def record_lost(kind: str, job_id: str, payload: dict[str, Any], *, attempts: int,
                 reason: str, ran_for_s: float) -> None:
     """The outcome of a job whose process died before it could write one (killed worker)."""
+    scope = payload.get("scope")  # consolidation payloads name their group
     outcome = Outcome(kind=kind, job_id=job_id, user_id=payload["user_id"],
                       attempts=attempts, event_id=payload.get("event_id"),
-                      session_id=payload.get("session_id"),
+                      session_id=payload.get("session_id"), scope=scope,
+                      project_key=payload.get("project_key") if scope else None,
                       started=time.monotonic() - ran_for_s)
     outcome.finish(OutcomeStatus.FAILED, reason)
     record(outcome)

@@ -1,8 +1,13 @@
-"""The extraction prompt (seed §5.6 step 2, D13 protocol), kept here as reviewable constants.
+"""The LLM prompts, kept here as reviewable constants: extraction and consolidation.
 
-The model sees the last user message, the assistant's final answer, the machine-made memories it
-may match (with ids: the comparison set) and the dismissed contents it must stay away from (no
-ids: the negative set). It answers with a JSON array that `parser` reads.
+Extraction (seed §5.6 step 2, D13 protocol): the model sees the last user message, the
+assistant's final answer, the machine-made memories it may match (with ids: the comparison set)
+and the dismissed contents it must stay away from (no ids: the negative set). It answers with a
+JSON array that `parser.parse` reads.
+
+Consolidation (seed §10.3, D15): the model sees one group's machine-made ACTIVE rows with ids —
+never a MANUAL or DISMISSED row — and how many rows the group should come down to. It answers
+with merge/keep/drop operations that `parser.parse_plan` reads.
 """
 
 from __future__ import annotations
@@ -85,3 +90,44 @@ def build_messages(*, project_key: str | None, comparison: Sequence[KnownMemory]
 def prompt_chars(messages: Sequence[dict[str, str]]) -> int:
     """Prompt size in code points, recorded with each outcome."""
     return sum(len(m["content"]) for m in messages)
+
+
+# ---- consolidation (D15) -----------------------------------------------------------------
+
+CONSOLIDATION_SYSTEM_PROMPT = f"""你是长期记忆整理器。\
+输入是同一位用户、同一分组里由系统自动记下的记忆,每条带 id。\
+请把说同一件事或紧密相关的条目合并、把冗余条目删掉,\
+让这一组更精简,但不能丢失任何不重复的事实。
+
+每个 id 最多出现在一个操作里,只能使用列出的 id:
+- op=merge:两条及以上说的是同一件事或紧密相关的事,合并成一条完整表述;\
+sourceIds 填被合并的 id(至少 2 个),content 填合并后的表述\
+(不超过 {EXTRACTED_CONTENT_MAX} 字,保持原文的语言,不添加原文没有的信息);
+- op=keep:保持原样的条目;
+- op=drop:与某条 keep 条目或某个 merge 结果意思完全相同的冗余条目,会被删除。
+没有出现在任何操作里的条目保持原样。拿不准时用 keep。
+
+输出要求:只输出一个 JSON 数组,不要任何其他文字:\
+[{{"op": "merge", "sourceIds": [11, 12], "content": "..."}}, {{"op": "keep", "sourceIds": [7]}}, \
+{{"op": "drop", "sourceIds": [9]}}]"""
+
+CONSOLIDATION_USER_PROMPT = """分组:{group}
+目标:整理后本组不超过 {budget} 条(这是目标,不是删掉不重复事实的理由)。
+
+记忆:
+{rows}"""
+
+
+def _group_label(project_key: str | None) -> str:
+    return "[用户]" if project_key is None else f"[项目:{project_key}]"
+
+
+def build_consolidation_messages(*, project_key: str | None, budget: int,
+                                 rows: Sequence[tuple[int, str]]) -> list[dict[str, str]]:
+    """The chat messages of one consolidation call: a group (None: USER) and its (id, content)
+    rows."""
+    lines = "\n".join(f"- id={item_id} {normalize(content)}" for item_id, content in rows)
+    user = CONSOLIDATION_USER_PROMPT.format(group=_group_label(project_key), budget=budget,
+                                            rows=lines)
+    return [{"role": "system", "content": CONSOLIDATION_SYSTEM_PROMPT},
+            {"role": "user", "content": user}]

@@ -38,6 +38,8 @@ FAILURE_TTL_S = 7 * 24 * 3600
 ABANDONED_CALLBACK = "jobs.worker.record_abandoned"
 
 Payload = dict[str, Any]
+# Payload fields RQ's description of a job shows (its log line): ids, never text.
+_DESCRIBED = (("user", "user_id"), ("session", "session_id"), ("group", "scope"))
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,9 @@ class JobKind:
 
 EXTRACTION = JobKind("extraction", "jobs.extraction.extract_memories",
                      "app.extraction.runner:run_extraction")
+# D15: enqueued by an extraction that persisted something (app.extraction.trigger).
+CONSOLIDATION = JobKind("consolidation", "jobs.consolidation.consolidate_memories",
+                        "app.extraction.runner:run_consolidation")
 
 
 class SessionBusy(Exception):
@@ -119,8 +124,8 @@ class RedisJobQueue:
                 failure_ttl=FAILURE_TTL_S, meta={"kind": kind.name},
                 on_failure=rq.Callback(ABANDONED_CALLBACK),
                 # What RQ logs for the job: ids only, never the conversation in the payload.
-                description=f"{kind.name} user={payload.get('user_id')} "
-                            f"session={payload.get('session_id')}",
+                description=" ".join([kind.name, *(f"{name}={payload[key]}" for name, key in
+                                                   _DESCRIBED if key in payload)]),
             )
         except DuplicateJobError:
             return False

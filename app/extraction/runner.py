@@ -1,24 +1,26 @@
-"""The extraction job as the queue runs it: session lock, one transaction, retries, outcome.
+"""The jobs as the queue runs them: one transaction, retries, the outcome.
 
-Same code under RQ (through `jobs.extraction`) and in the embedded thread. The memory changes
-and the outcome row commit together while the session lock is held; any failure rolls the
+Same code under RQ (through `jobs/`) and in the embedded thread. An extraction holds its
+session's lock; its memory changes and its outcome commit together. A D15 consolidation works
+on one group and commits its changes with its outcome the same way. Any failure rolls the
 changes back and records a failed outcome on its own. Transient trouble (LLM connection, 429,
-5xx; the session lock held too long) asks the queue for another attempt after a backoff
-delay, without an outcome until the last attempt.
+5xx; the session lock held too long) asks the queue for another attempt after a backoff delay,
+without an outcome until the last attempt.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from flask import current_app
 
 from app.extensions import db
-from app.extraction import pipeline
+from app.extraction import consolidation, pipeline
 from app.extraction.llm import LlmError, LlmTransientError
 from app.extraction.outcomes import Outcome, OutcomeStatus, record
-from app.extraction.queue import EXTRACTION, JobResult, SessionBusy, memory_queue
+from app.extraction.queue import CONSOLIDATION, EXTRACTION, JobResult, SessionBusy, memory_queue
 
 log = logging.getLogger(__name__)
 
@@ -39,24 +41,19 @@ def _fail(outcome: Outcome, reason: str) -> None:
         log.exception("event=job.outcome_lost kind=%s job=%s", outcome.kind, outcome.job_id)
 
 
-def run_extraction(payload: dict[str, Any], attempt: int, job_id: str) -> JobResult:
-    """One attempt of an extraction job."""
-    job = pipeline.ExtractionJob.from_payload(payload)
-    outcome = Outcome(kind=EXTRACTION.name, job_id=job_id, user_id=job.user_id,
-                      attempts=attempt, event_id=job.event_id, session_id=job.session_id)
+def _attempt(outcome: Outcome, attempt: int, work: Callable[[], None]) -> JobResult:
+    """Run one attempt's `work` (which commits its changes with the outcome) and turn its
+    failures into a retry or a failed outcome."""
     try:
-        with memory_queue().session_lock(job.session_id):
-            pipeline.extract(job, outcome)
-            outcome.stage()
-            db.session.commit()
+        work()
     except (LlmTransientError, SessionBusy) as exc:
         db.session.rollback()
         reason = exc.reason
         delay = retry_delay(attempt)
         if delay is not None:
             log.warning("event=job.retry kind=%s job=%s user=%s session=%s attempt=%d "
-                        "reason=%s retry_in_s=%d", EXTRACTION.name, job_id, job.user_id,
-                        job.session_id, attempt, reason, delay)
+                        "reason=%s retry_in_s=%d", outcome.kind, outcome.job_id,
+                        outcome.user_id, outcome.session_id, attempt, reason, delay)
             return JobResult(retry_in=delay)
         _fail(outcome, reason)
         raise
@@ -68,7 +65,34 @@ def run_extraction(payload: dict[str, Any], attempt: int, job_id: str) -> JobRes
         db.session.rollback()
         _fail(outcome, "internal_error")
         raise
-    # Committed: from here on `outcome.persisted` says whether this run taught the memories
-    # something new.
     outcome.log()
     return JobResult()
+
+
+def run_extraction(payload: dict[str, Any], attempt: int, job_id: str) -> JobResult:
+    """One attempt of an extraction job."""
+    job = pipeline.ExtractionJob.from_payload(payload)
+    outcome = Outcome(kind=EXTRACTION.name, job_id=job_id, user_id=job.user_id,
+                      attempts=attempt, event_id=job.event_id, session_id=job.session_id)
+
+    def work() -> None:
+        with memory_queue().session_lock(job.session_id):
+            pipeline.extract(job, outcome)
+            outcome.stage()
+            db.session.commit()
+
+    return _attempt(outcome, attempt, work)
+
+
+def run_consolidation(payload: dict[str, Any], attempt: int, job_id: str) -> JobResult:
+    """One attempt of a consolidation job (one group of one user)."""
+    job = consolidation.ConsolidationJob.from_payload(payload)
+    outcome = Outcome(kind=CONSOLIDATION.name, job_id=job_id, user_id=job.user_id,
+                      attempts=attempt, scope=job.scope.value, project_key=job.project_key)
+
+    def work() -> None:
+        consolidation.consolidate(job, outcome)
+        outcome.stage()
+        db.session.commit()
+
+    return _attempt(outcome, attempt, work)

@@ -193,6 +193,31 @@ class MemoryItem(db.Model):
             .order_by(cls.updated_at.asc(), cls.id.asc()).limit(1)
         )
 
+    # ---- consolidation (D15) -----------------------------------------------------------
+
+    @classmethod
+    def group_active_counts(cls, user_id: int, project_key: str | None) -> tuple[int, int]:
+        """(machine-made, other) ACTIVE rows of one group: its size against the D15 target,
+        and how much of it consolidation may work on."""
+        machine = cls.source.in_([s.value for s in MACHINE_SOURCES])
+        total, machine_rows = db.session.execute(
+            sa.select(sa.func.count(), sa.func.sum(sa.case((machine, 1), else_=0)))
+            .where(*cls._group(user_id, project_key, Status.ACTIVE))
+        ).one()
+        machine_rows = int(machine_rows or 0)
+        return machine_rows, int(total or 0) - machine_rows
+
+    @classmethod
+    def consolidation_inputs(cls, user_id: int, project_key: str | None) -> list[sa.Row]:
+        """(id, content, dedup_hash) of a group's machine-made ACTIVE rows, newest first: all
+        that a consolidation may read. MANUAL and DISMISSED rows never appear."""
+        return list(db.session.execute(
+            sa.select(cls.id, cls.content, cls.dedup_hash)
+            .where(*cls._group(user_id, project_key, Status.ACTIVE),
+                   cls.source.in_([s.value for s in MACHINE_SOURCES]))
+            .order_by(cls.updated_at.desc(), cls.id.desc())
+        ))
+
 
 _NEWEST_FIRST = (MemoryItem.updated_at.desc(), MemoryItem.id.desc())
 _INJECT_COLUMNS = (MemoryItem.scope, MemoryItem.project_key, MemoryItem.content)

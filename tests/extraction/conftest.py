@@ -1,4 +1,5 @@
-"""Fixtures of the pipeline tests: one extraction, end to end, through the real RQ worker."""
+"""Fixtures of the pipeline tests: one extraction, or one consolidation, end to end, through the
+real RQ worker."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ from typing import Any
 import pytest
 
 from tests.conftest import assert_ok
-from tests.extraction.support import capture_on, event, outcomes
+from tests.extraction.support import (
+    capture_on,
+    enqueue_consolidation,
+    event,
+    outcomes,
+    script,
+)
 
 
 @pytest.fixture
@@ -20,13 +27,30 @@ def extract(app, llm, webhook, run_jobs):
     capture_on(app)
 
     def run(reply: Any, **fields: Any) -> dict[str, Any]:
-        if isinstance(reply, list):
-            llm.reply_items(reply)
-        elif reply is not None:
-            llm.reply(reply)
+        script(llm, reply)
         assert assert_ok(webhook(event(**fields)), 202)["enqueued"] is True
         run_jobs()
         assert llm.pending == 0, "a scripted reply was not asked for"
         return outcomes(app)[-1]
+
+    return run
+
+
+@pytest.fixture
+def consolidate(app, llm, run_jobs):
+    """`consolidate(reply, project_key=None)` → the outcome of one consolidation job of one
+    group of USER_ID (None: the USER group), enqueued as the trigger does.
+
+    `reply` is the model's answer as for `extract`. The user has auto-capture on.
+    """
+    capture_on(app)
+
+    def run(reply: Any, project_key: str | None = None) -> dict[str, Any]:
+        script(llm, reply)
+        job_id = enqueue_consolidation(app, project_key)
+        run_jobs()
+        assert llm.pending == 0, "a scripted reply was not asked for"
+        (outcome,) = [o for o in outcomes(app) if o["jobId"] == job_id]
+        return outcome
 
     return run

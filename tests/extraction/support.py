@@ -14,10 +14,13 @@ from flask import Flask
 from flask.testing import FlaskClient
 from rq import Queue
 
+from app.db_types import utcnow
 from app.extensions import db
+from app.extraction.consolidation import ConsolidationJob
 from app.extraction.models import JobOutcome
-from app.extraction.queue import QUEUE_NAME
+from app.extraction.queue import CONSOLIDATION, QUEUE_NAME, memory_queue
 from app.memory import service as memory_service
+from app.memory.models import MemoryItem
 from app.platform.webhook import signature
 from jobs.worker import AppSimpleWorker
 
@@ -96,6 +99,33 @@ def run_jobs(app: Flask, timeout_s: float = 30) -> None:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
         connection.close()
+
+
+def script(llm: Any, reply: Any) -> None:
+    """Queue the model's answer: a list is sent as a JSON array, a string as is, None: no call."""
+    if isinstance(reply, list):
+        llm.reply_items(reply)
+    elif reply is not None:
+        llm.reply(reply)
+
+
+def enqueue_consolidation(app: Flask, project_key: str | None = None,
+                          user_id: int = USER_ID) -> str:
+    """Enqueue the consolidation of one group (None: USER) as the trigger does; its job id."""
+    with app.app_context():
+        job = ConsolidationJob(user_id, project_key)
+        job_id = job.job_id(utcnow())
+        assert memory_queue().enqueue(CONSOLIDATION, job.payload(), job_id)
+    return job_id
+
+
+def memory_rows(app: Flask) -> dict[int, dict[str, Any]]:
+    """Every memory row, every column, by id: to compare the whole table before and after."""
+    with app.app_context():
+        rows = db.session.execute(sa.select(MemoryItem.__table__)).mappings().all()
+        data = {r["id"]: dict(r) for r in rows}
+        db.session.remove()
+        return data
 
 
 def outcomes(app: Flask) -> list[dict[str, Any]]:
