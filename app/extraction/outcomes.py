@@ -60,6 +60,9 @@ class Outcome:
     merges: int | None = None
     drops: int | None = None
     started: float = field(default_factory=time.monotonic)
+    # Not recorded: the groups an extraction inserted into or rewrote (None: the USER group),
+    # which the D15 trigger looks at.
+    written_groups: set[str | None] = field(default_factory=set)
 
     def finish(self, status: OutcomeStatus, reason: str) -> None:
         self.status, self.reason = status, reason

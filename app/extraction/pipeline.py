@@ -227,6 +227,7 @@ class _Writes:
             self.touch_referenced(item_id, project_key)
             return
         self.outcome.updated += 1
+        self.outcome.written_groups.add(project_key)
         self.written.add(item_id)
 
     def insert(self, project_key: str | None, content: str | None) -> None:
@@ -260,6 +261,7 @@ class _Writes:
                 self.outcome.dropped += 1
             return
         self.outcome.inserted += 1
+        self.outcome.written_groups.add(project_key)
         self.active += 1
         self.written.add(result.inserted_primary_key[0])
         if stale is not None:

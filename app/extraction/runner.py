@@ -1,11 +1,12 @@
 """The jobs as the queue runs them: one transaction, retries, the outcome.
 
 Same code under RQ (through `jobs/`) and in the embedded thread. An extraction holds its
-session's lock; its memory changes and its outcome commit together. A D15 consolidation works
-on one group and commits its changes with its outcome the same way. Any failure rolls the
-changes back and records a failed outcome on its own. Transient trouble (LLM connection, 429,
-5xx; the session lock held too long) asks the queue for another attempt after a backoff delay,
-without an outcome until the last attempt.
+session's lock; its memory changes and its outcome commit together, and once committed with
+something new it may start a D15 consolidation (`trigger`). A consolidation works on one group
+and commits its changes with its outcome the same way. Any failure rolls the changes back and
+records a failed outcome on its own. Transient trouble (LLM connection, 429, 5xx; the session
+lock held too long) asks the queue for another attempt after a backoff delay, without an outcome
+until the last attempt.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from flask import current_app
 
 from app.extensions import db
-from app.extraction import consolidation, pipeline
+from app.extraction import consolidation, pipeline, trigger
 from app.extraction.llm import LlmError, LlmTransientError
 from app.extraction.outcomes import Outcome, OutcomeStatus, record
 from app.extraction.queue import CONSOLIDATION, EXTRACTION, JobResult, SessionBusy, memory_queue
@@ -81,7 +82,12 @@ def run_extraction(payload: dict[str, Any], attempt: int, job_id: str) -> JobRes
             outcome.stage()
             db.session.commit()
 
-    return _attempt(outcome, attempt, work)
+    result = _attempt(outcome, attempt, work)
+    # Committed: `outcome.persisted` says whether this run taught the memories something new,
+    # which is what D15 waits for.
+    if outcome.persisted:
+        trigger.after_extraction(job.user_id, outcome.written_groups)
+    return result
 
 
 def run_consolidation(payload: dict[str, Any], attempt: int, job_id: str) -> JobResult:

@@ -7,11 +7,13 @@ from typing import Any
 
 import pytest
 
+from app.db_types import utcnow
 from tests.conftest import assert_ok
 from tests.extraction.support import (
     capture_on,
     enqueue_consolidation,
     event,
+    last_consolidation,
     outcomes,
     script,
 )
@@ -22,9 +24,12 @@ def extract(app, llm, webhook, run_jobs):
     """`extract(reply, **event_fields)` → the outcome of one job.
 
     `reply` is the model's answer (a list is sent as a JSON array, a string as is) or None when
-    the model must not be called. The user has auto-capture on.
+    the model must not be called. The user has auto-capture on, and was consolidated a moment
+    ago: these tests are about one extraction, so the D15 cooldown keeps a consolidation from
+    following it (tests/extraction/test_consolidation*.py drive that).
     """
     capture_on(app)
+    last_consolidation(app, utcnow())
 
     def run(reply: Any, **fields: Any) -> dict[str, Any]:
         script(llm, reply)

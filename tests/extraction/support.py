@@ -1,4 +1,5 @@
-"""Helpers of the pipeline tests: signed webhook calls, event bodies, running queued jobs."""
+"""Helpers of the pipeline tests: signed webhook calls, event bodies, running queued jobs, the
+consolidation cooldown."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import signal
 import time
 import uuid
+from datetime import datetime
 from typing import Any
 
 import redis
@@ -17,7 +19,7 @@ from rq import Queue
 from app.db_types import utcnow
 from app.extensions import db
 from app.extraction.consolidation import ConsolidationJob
-from app.extraction.models import JobOutcome
+from app.extraction.models import ConsolidationState, JobOutcome
 from app.extraction.queue import CONSOLIDATION, QUEUE_NAME, memory_queue
 from app.memory import service as memory_service
 from app.memory.models import MemoryItem
@@ -54,6 +56,14 @@ def post_webhook(client: FlaskClient, body: Any, *, secret: str,
     response = client.post(WEBHOOK_PATH, data=raw, content_type="application/json",
                            headers=headers if headers is not None else signed_headers(raw, secret))
     return response.status_code, response.get_json()
+
+
+def last_consolidation(app: Flask, started_at: datetime, user_id: int = USER_ID) -> None:
+    """Record that the user's last D15 consolidation started at `started_at` (its cooldown)."""
+    with app.app_context():
+        db.session.merge(ConsolidationState(user_id=user_id, last_started_at=started_at))
+        db.session.commit()
+        db.session.remove()
 
 
 def capture_on(app: Flask, user_id: int = USER_ID, enabled: bool = True) -> None:
