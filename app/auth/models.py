@@ -73,7 +73,8 @@ class User(db.Model):
     def search(cls, query: str, limit: int = 20) -> list[User]:
         """Users whose name contains `query`, or whose id is `query`."""
         condition = cls.username.contains(query, autoescape=True)
-        if query.isdigit():
+        # ASCII only: str.isdigit() also accepts digits like '²' that int() cannot read.
+        if query.isascii() and query.isdigit():
             condition = condition | (cls.id == int(query))
         return list(db.session.scalars(sa.select(cls).where(condition).order_by(cls.id)
                                        .limit(limit)))
