@@ -317,8 +317,9 @@ PATHS: dict[str, Any] = {
                             "schema": {"type": "string"}}],
             "requestBody": body({"type": "object", "required": ["value"],
                                  "properties": {"value": {"type": ["string", "integer"]}}}),
+            # 404: a key that routes nowhere (one with a newline in it).
             "responses": {"200": ok_response(ref("Setting")),
-                          **errors(400, 401, 403, 413, 503)},
+                          **errors(400, 401, 403, 404, 413, 503)},
         },
     },
     "/api/v1/admin/models": {
