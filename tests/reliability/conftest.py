@@ -26,10 +26,6 @@ from tests.pages.support import speed_up
 
 WEBHOOK_PATH = "/api/v1/webhooks/task-completed"
 EXTRACTION_MODEL_KEY = "memory.extractionModelId"
-# What the service stores, compared before and after a refused request ("nothing changed").
-STORED_TABLES = ("memory_item", "user_memory_preference", "system_setting", "user",
-                 "api_token", "user_permission", "webhook_event", "session",
-                 "memory_job_outcome", "llm_model")
 _CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]+)">')
 
 
@@ -138,12 +134,12 @@ def deliver(client: FlaskClient, body: dict[str, Any] | bytes, *,
 
 
 def snapshot(app: Flask) -> dict[str, list[tuple]]:
-    """Every row of every table the service writes, in a stable order."""
+    """Every row of every table of the schema, in a stable order: compared before and after a
+    refused request ("nothing changed"), a table added later included."""
     with app.app_context():
         tables = {}
-        for name in STORED_TABLES:
-            table = db.metadata.tables[name]
-            tables[name] = [tuple(row) for row in db.session.execute(
+        for table in db.metadata.sorted_tables:
+            tables[table.name] = [tuple(row) for row in db.session.execute(
                 sa.select(table).order_by(*table.primary_key.columns))]
         db.session.remove()
         return tables
