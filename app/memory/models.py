@@ -72,11 +72,22 @@ class MemoryItem(db.Model):
     # ---- reads -------------------------------------------------------------------------
 
     @classmethod
-    def owned(cls, user_id: int, item_id: int) -> MemoryItem | None:
-        """The item when it belongs to the user; another user's item is simply absent (D4)."""
-        return db.session.scalar(
-            sa.select(cls).where(cls.id == item_id, cls.user_id == user_id)
-        )
+    def owned(cls, user_id: int, item_id: int, *, for_update: bool = False) -> MemoryItem | None:
+        """The item when it belongs to the user; another user's item is simply absent (D4).
+
+        `for_update` locks the row until commit, so a job deleting it meanwhile either waits
+        for us or has already made it absent.
+        """
+        query = sa.select(cls).where(cls.id == item_id, cls.user_id == user_id)
+        return db.session.scalar(query.with_for_update() if for_update else query)
+
+    @classmethod
+    def delete_owned(cls, user_id: int, item_id: int) -> bool:
+        """Delete the user's item in one statement; False when there was none (any more)."""
+        result = db.session.execute(
+            sa.delete(cls).where(cls.id == item_id, cls.user_id == user_id)
+            .execution_options(synchronize_session=False))
+        return result.rowcount == 1
 
     @classmethod
     def by_hash(cls, user_id: int, dedup_hash: str) -> MemoryItem | None:

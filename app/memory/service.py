@@ -13,6 +13,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from flask import current_app
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm.exc import StaleDataError
 
 from app.auth.models import User
 from app.db_types import utcnow
@@ -123,10 +124,18 @@ def _project_key_for(scope: Scope, value: Any) -> str:
 
 # ---- transactions -----------------------------------------------------------------------
 
+def _not_found() -> ApiError:
+    return ApiError(ErrorCode.MEMORY_ITEM_NOT_FOUND, "memory item not found")
+
+
 def _commit_or_duplicate() -> None:
-    """Commit; a race on uk_memory_dedup becomes a clean 3035, never a 500."""
+    """Commit; a race on uk_memory_dedup becomes a clean 3035, and a row a job deleted
+    meanwhile (SQLite has no row lock to hold it) a 3033 — never a 500."""
     try:
         db.session.commit()
+    except StaleDataError:
+        db.session.rollback()
+        raise _not_found() from None
     except IntegrityError:
         db.session.rollback()
         raise ApiError(ErrorCode.MEMORY_CONTENT_DUPLICATE, "an identical memory already exists") \
@@ -175,10 +184,11 @@ def list_items(user_id: int, *, scope: Any = None, project_key: Any = None, stat
     return Page(rows, total, page_n, size_n)
 
 
-def get_item(user_id: int, item_id: int) -> MemoryItem:
-    item = MemoryItem.owned(user_id, item_id) if 0 < item_id <= MAX_ID else None
+def get_item(user_id: int, item_id: int, *, for_update: bool = False) -> MemoryItem:
+    item = (MemoryItem.owned(user_id, item_id, for_update=for_update)
+            if 0 < item_id <= MAX_ID else None)
     if item is None:
-        raise ApiError(ErrorCode.MEMORY_ITEM_NOT_FOUND, "memory item not found")
+        raise _not_found()
     return item
 
 
@@ -212,7 +222,7 @@ def update_item(user_id: int, item_id: int, *, content: Any = None,
     restoring = status_v is Status.ACTIVE
     if restoring:
         User.lock(user_id)
-    item = get_item(user_id, item_id)
+    item = get_item(user_id, item_id, for_update=True)
     if text is not None:
         digest = rules.dedup_hash(item.scope, item.project_key, text)
         _ensure_no_clash(user_id, digest, item.id)
@@ -229,8 +239,8 @@ def update_item(user_id: int, item_id: int, *, content: Any = None,
 @_rollback_on_error
 def delete_item(user_id: int, item_id: int) -> None:
     """Physical delete (D3): the same fact may be learnt again later."""
-    item = get_item(user_id, item_id)
-    db.session.delete(item)
+    if not (0 < item_id <= MAX_ID and MemoryItem.delete_owned(user_id, item_id)):
+        raise _not_found()
     db.session.commit()
 
 

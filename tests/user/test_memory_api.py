@@ -1,5 +1,6 @@
 """User memory API (SPEC §4, seed §5.3, D3, D4, D7, D12)."""
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -307,3 +308,30 @@ def test_sql_in_filters_is_just_a_value(alice, memories, query):
     if status == 200:
         assert body["data"]["records"] == []
     assert memories.count() == 1
+
+
+def _delete_in_open_transaction(app, item_id):
+    """Delete the row in a transaction left open: its row lock is held until commit()."""
+    import pymysql
+    import sqlalchemy as sa
+
+    url = sa.make_url(app.config["SQLALCHEMY_DATABASE_URI"])
+    conn = pymysql.connect(host=url.host, port=url.port or 3306, user=url.username,
+                           password=url.password or "", database=url.database)
+    conn.begin()
+    with conn.cursor() as cursor:
+        cursor.execute("DELETE FROM memory_item WHERE id = %s", (item_id,))
+    return conn
+
+
+@pytest.mark.parametrize("method", ["PATCH", "DELETE"])
+def test_item_deleted_concurrently_is_3033_not_500(app, alice, memories, method):
+    item_id = memories.add(alice.user_id, "fact")
+    deleter = _delete_in_open_transaction(app, item_id)
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(alice.call, method, f"{URL}/{item_id}", {"content": "edited"})
+        time.sleep(0.5)  # the request is now waiting on the deleter's row lock
+        deleter.commit()
+        deleter.close()
+        result = pending.result(timeout=30)
+    assert_error(result, 404, 3033)
