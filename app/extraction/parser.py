@@ -112,7 +112,8 @@ def _candidate(item: Any) -> Candidate | None:
 def _json_array(text: str) -> list[Any]:
     try:
         data = json.loads(_strip_fence(text))
-    except ValueError:
+    except (ValueError, RecursionError):
+        # RecursionError: nesting deeper than the decoder goes is still just a bad answer.
         raise InvalidOutput("invalid_output", "the answer is not JSON") from None
     if not isinstance(data, list):
         raise InvalidOutput("invalid_output", "the answer is not a JSON array")
