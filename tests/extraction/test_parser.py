@@ -7,7 +7,11 @@ from app.extraction.parser import InvalidOutput, parse, parse_plan
 DEEPLY_NESTED = "[" * 100_000 + "]" * 100_000
 
 
-@pytest.mark.parametrize("parser", [parse, parse_plan])
-def test_deeply_nested_answer_is_invalid_output_not_a_crash(parser):
+def test_deeply_nested_extraction_answer_is_invalid_output_not_a_crash():
     with pytest.raises(InvalidOutput):
-        parser(DEEPLY_NESTED)
+        parse(DEEPLY_NESTED)
+
+
+def test_deeply_nested_consolidation_answer_is_invalid_output_not_a_crash():
+    with pytest.raises(InvalidOutput):
+        parse_plan(DEEPLY_NESTED, {1, 2, 3})
