@@ -79,10 +79,9 @@ def run_worker(app: Flask, *, burst: bool) -> bool:
     # Imported once here, so each forked horse starts with the job code (and openai) loaded.
     import jobs.consolidation  # noqa: F401
     import jobs.extraction  # noqa: F401
-    from app.extraction.llm import tls_context
+    from app.extraction import llm
 
-    # Read the CA bundle here, once: every forked work horse inherits it ready.
-    tls_context()
+    llm.warm_up()
 
     connection = redis.Redis.from_url(app.config["REDIS_URL"])
     worker = AppWorker([Queue(QUEUE_NAME, connection=connection)], connection=connection,
