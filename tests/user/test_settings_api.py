@@ -1,5 +1,7 @@
 """Auto-capture switch (D9) and the projects picker (seed §5.3)."""
 
+import itertools
+
 import pytest
 
 from app.db_types import utcnow
@@ -34,10 +36,14 @@ def test_auto_capture_needs_a_boolean(alice, body):
     assert assert_ok(alice.get(SETTINGS)) == {"autoCaptureEnabled": False}
 
 
+# Session ids are the platform's, unrelated to user ids (which schemathesis can make huge).
+_session_ids = itertools.count(1)
+
+
 def _sessions(app, user_id, keys):
     with app.app_context():
-        for i, key in enumerate(keys):
-            db.session.add(PlatformSession(id=user_id * 1000 + i, user_id=user_id,
+        for key in keys:
+            db.session.add(PlatformSession(id=next(_session_ids), user_id=user_id,
                                            project_key=key, last_seen_at=utcnow()))
         db.session.commit()
 
