@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from sqlalchemy.exc import OperationalError
 
+from app.db_types import utcnow
 from app.extraction.prompt import NO_PROJECT
 from app.memory import rules
 from app.memory.models import MemoryItem
@@ -68,7 +71,9 @@ def test_without_a_valid_project_key_only_the_user_group_is_shown(
 def test_negative_set_is_the_newest_50_dismissed_contents_without_ids(extract, llm, memories):
     ids = memories.bulk(USER_ID, [f"忽略的事实{i:02d}" for i in range(55)], source="AUTO",
                         status="DISMISSED")
-    memories.add(USER_ID, "手写后忽略", status="DISMISSED")
+    # Newer than all 55 above, however fast they were written.
+    memories.add(USER_ID, "手写后忽略", status="DISMISSED",
+                 updated_at=utcnow() - timedelta(hours=1))
     memories.add(USER_ID, "别的项目忽略", scope="PROJECT", project_key="blog",
                  status="DISMISSED")
     extract([])
