@@ -32,6 +32,10 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 
     job_queue.init_app(app)
 
+    from app.extraction import intake_db
+
+    intake_db.init_app(app)
+
     from app.envelope import register_error_handlers
 
     register_error_handlers(app)

@@ -99,6 +99,13 @@ def _flush_redis(url: str) -> None:
     client.close()
 
 
+def dispose_pools(app: Flask) -> None:
+    """Close the raw pools the app keeps beside its ORM engine."""
+    app.extensions["readpool"].engine.dispose()
+    if app.extensions["intake_pool"] is not None:
+        app.extensions["intake_pool"].dispose()
+
+
 @pytest.fixture
 def make_app(migrated_database: str) -> Iterator[Any]:
     """Build an app with config overrides; every app made is cleaned up after the test."""
@@ -114,7 +121,7 @@ def make_app(migrated_database: str) -> Iterator[Any]:
         with app.app_context():
             db.session.remove()
             db.engine.dispose()
-        app.extensions["readpool"].engine.dispose()
+        dispose_pools(app)
 
 
 @pytest.fixture

@@ -1,8 +1,11 @@
 """The webhook's transaction: prebuilt statements on a pooled DB-API connection.
 
 Every finished task of the platform calls the webhook, so its database work skips the ORM:
-the statements are built once at import and run through `rawsql` on a connection of the app's
-own pool.
+the statements are built once at import and run through `rawsql` on a connection of a pool of
+its own. That pool neither pings a connection on checkout nor rolls it back on return (two round
+trips of the ORM's pool per request): every transaction here ends in an explicit commit or
+rollback, and a connection the server dropped fails on the first statement, which is then
+retried once on a fresh connection — nothing was written yet.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from types import TracebackType
 from typing import Any
 
 import sqlalchemy as sa
+from flask import Flask, current_app
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.sql import Executable
 
@@ -61,19 +65,41 @@ def timestamp(value: datetime) -> str:
     return value.isoformat(sep=" ", timespec="microseconds")
 
 
+EXTENSION = "intake_pool"
+
+
+def init_app(app: Flask) -> None:
+    """The webhook's pool; SQLite (one local file, no round trips) shares the app's engine."""
+    url = app.config["SQLALCHEMY_DATABASE_URI"]
+    if url.startswith("sqlite"):
+        app.extensions[EXTENSION] = None
+        return
+    options = {k: v for k, v in app.config["SQLALCHEMY_ENGINE_OPTIONS"].items()
+               if k != "pool_pre_ping"}
+    app.extensions[EXTENSION] = sa.create_engine(url, pool_reset_on_return=None, **options)
+
+
+def _engine() -> sa.Engine:
+    return current_app.extensions[EXTENSION] or db.engine
+
+
 class IntakeTransaction:
     """`with IntakeTransaction() as tx:` — committed by `tx.commit()`, else rolled back."""
 
     def __init__(self) -> None:
-        self.engine = db.engine
+        self.engine = _engine()
         self.dialect = self.engine.dialect
         self._error = self.dialect.loaded_dbapi.Error
 
     def __enter__(self) -> IntakeTransaction:
+        self._open()
+        self._committed = False
+        self._fresh = True  # nothing sent on this connection yet
+        return self
+
+    def _open(self) -> None:
         self.connection = rawsql.connect(self.engine)
         self.cursor = self.connection.cursor()
-        self._committed = False
-        return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -101,8 +127,16 @@ class IntakeTransaction:
             disconnected = self.dialect.is_disconnect(exc, self.connection, self.cursor)
             if disconnected:
                 self.connection.invalidate(exc)
+                if self._fresh:
+                    # A pooled connection the server had dropped: nothing was written, retry.
+                    self.connection.close()
+                    self._open()
+                    self._fresh = False
+                    self.execute(statement, **params)
+                    return
             raise rawsql.wrap(exc, self.dialect, statement_sql.sql, values,
                               invalidated=disconnected) from exc
+        self._fresh = False
 
     def first(self, statement: Executable, **params: Any) -> tuple | None:
         self.execute(statement, **params)

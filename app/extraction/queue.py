@@ -111,14 +111,16 @@ class RedisJobQueue:
         self.timing = Timing.for_app(app)
         # Short timeouts: a webhook must answer 503 quickly when Redis is down.
         self.redis = redis.Redis.from_url(self.url, socket_connect_timeout=2, socket_timeout=5)
+        # Kept: a Queue asks the server its version once, and every webhook enqueues.
+        self._queue = rq.Queue(QUEUE_NAME, connection=self.redis)
 
-    def rq_queue(self, connection: redis.Redis | None = None) -> rq.Queue:
-        return rq.Queue(QUEUE_NAME, connection=connection or self.redis)
+    def rq_queue(self) -> rq.Queue:
+        return self._queue
 
     def enqueue(self, kind: JobKind, payload: Payload, job_id: str) -> bool:
         """False when a job with this id already exists in Redis."""
         try:
-            self.rq_queue().enqueue_call(
+            self._queue.enqueue_call(
                 kind.entry_point, args=(payload,), job_id=job_id, unique=True,
                 timeout=self.timing.job_timeout_s, result_ttl=RESULT_TTL_S,
                 failure_ttl=FAILURE_TTL_S, meta={"kind": kind.name},

@@ -14,7 +14,7 @@ from app.auth.service import ensure_user
 from app.extensions import db
 from app.memory import service as memory_service
 from app.system import service as system
-from tests.conftest import WEBHOOK_SECRET
+from tests.conftest import WEBHOOK_SECRET, dispose_pools
 from tests.extraction.support import USER_ID
 from tests.jobs.workers import ROOT, worker_env
 from tests.llm_server import ScriptedLlm
@@ -54,4 +54,4 @@ def embedded(migrated_sqlite, tmp_path, monkeypatch):
     with app.app_context():
         db.session.remove()
         db.engine.dispose()
-    app.extensions["readpool"].engine.dispose()
+    dispose_pools(app)
