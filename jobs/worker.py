@@ -8,6 +8,7 @@ whose whole worker died gets it from RQ's failure callback when another worker f
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import redis
@@ -15,10 +16,13 @@ from flask import Flask
 from rq import Queue, SimpleWorker, Worker
 from rq.exceptions import AbandonedJobError
 from rq.utils import now
+from sqlalchemy.exc import SQLAlchemyError
 
 from app.extensions import db
 from app.extraction import outcomes
 from app.extraction.queue import QUEUE_NAME
+
+log = logging.getLogger(__name__)
 
 
 def _record_lost(job: Any, reason: str) -> None:
@@ -79,9 +83,14 @@ def run_worker(app: Flask, *, burst: bool) -> bool:
     # Imported once here, so each forked horse starts with the job code (and openai) loaded.
     import jobs.consolidation  # noqa: F401
     import jobs.extraction  # noqa: F401
-    from app.extraction import llm
+    from app.extraction import llm, pipeline, runner  # noqa: F401
 
     llm.warm_up()
+    try:
+        pipeline.warm_up()
+    except SQLAlchemyError as exc:
+        # Only slower jobs: the first of each horse compiles its statements itself.
+        log.warning("event=worker.warm_up_failed error=%s", type(exc).__name__)
 
     connection = redis.Redis.from_url(app.config["REDIS_URL"])
     worker = AppWorker([Queue(QUEUE_NAME, connection=connection)], connection=connection,

@@ -133,6 +133,37 @@ def extract(job: ExtractionJob, outcome: Outcome) -> None:
     outcome.finish(OutcomeStatus.SUCCEEDED, reason)
 
 
+def warm_up() -> None:
+    """Run each statement of a job once, for a user who does not exist, and roll it all back.
+
+    SQLAlchemy compiles a statement the first time a process runs it and caches the result.
+    The RQ worker forks a work horse per job, and what a horse compiles dies with it: called in
+    the worker before it forks, this gives every horse a warm cache (without it, compiling cost
+    each job about as much as the rest of its database work).
+    """
+    nobody, group = 0, "warm-up"
+    job = ExtractionJob(user_id=nobody, session_id=0, event_id=None, project_key=group,
+                        user_message=None, assistant_message=None)
+    outcome = Outcome(kind="extraction", job_id="warm-up", user_id=nobody, attempts=1)
+    try:
+        UserMemoryPreference.auto_capture_enabled_for(nobody)
+        llm.resolve_model()
+        known = _known(nobody, group)
+        writes = _Writes(job, outcome)
+        writes.apply([Candidate(FactType.PROJECT, Action.INSERT, None, "warm-up")], group, known)
+        writes.demote(nobody)
+        for key in (None, group):  # a group's conditions differ in shape: USER vs a project
+            writes.touch_referenced(nobody, key)
+            writes.update(nobody, key, "warm-up")
+            MemoryItem.stale_machine_row(nobody, key, writes.written)
+            MemoryItem.group_active_counts(nobody, key)
+        outcome.finish(OutcomeStatus.SKIPPED, "warm_up")
+        outcome.stage()
+        db.session.flush()
+    finally:
+        db.session.rollback()
+
+
 def _scope_of(project_key: str | None) -> Scope:
     return Scope.USER if project_key is None else Scope.PROJECT
 
