@@ -20,25 +20,35 @@ from app import rawsql
 EXTENSION = "readpool"
 
 
+Query = tuple[Executable, dict[str, Any]]
+
+
 class ReadPool:
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
 
-    def rows(self, statement: Executable, **params: Any) -> list[tuple]:
-        """All rows of a module-level statement, with its bind parameters filled in."""
+    def rows(self, *queries: Query) -> list[list[tuple]]:
+        """All rows of each module-level statement, with its bind parameters filled in, run on
+        one connection."""
         dialect = self.engine.dialect
-        statement_sql = rawsql.compiled(statement, dialect)
-        values = statement_sql.values(params)
+        prepared = []
+        for statement, params in queries:
+            statement_sql = rawsql.compiled(statement, dialect)
+            prepared.append((statement_sql, statement_sql.values(params)))
         for attempt in (1, 2):
             connection = rawsql.connect(self.engine)
             cursor = None
+            sql, values = None, None
             try:
                 cursor = connection.cursor()
-                cursor.execute(statement_sql.sql, values)
-                result = cursor.fetchall()
+                results = []
+                for statement_sql, values in prepared:
+                    sql = statement_sql.sql
+                    cursor.execute(sql, values)
+                    results.append(list(cursor.fetchall()))
                 cursor.close()
                 connection.close()
-                return list(result)
+                return results
             except dialect.loaded_dbapi.Error as exc:
                 disconnected = dialect.is_disconnect(exc, connection, cursor)
                 if disconnected:
@@ -46,7 +56,7 @@ class ReadPool:
                 else:
                     connection.close()
                 if not disconnected or attempt == 2:
-                    raise rawsql.wrap(exc, dialect, statement_sql.sql, values,
+                    raise rawsql.wrap(exc, dialect, sql, values,
                                       invalidated=disconnected) from exc
         raise AssertionError("unreachable")
 
@@ -60,6 +70,6 @@ def init_app(app: Flask) -> None:
     app.extensions[EXTENSION] = ReadPool(engine)
 
 
-def read_rows(statement: Executable, **params: Any) -> list[tuple]:
-    """Run a read-only statement on the app's read pool."""
-    return current_app.extensions[EXTENSION].rows(statement, **params)
+def read_many(*queries: Query) -> list[list[tuple]]:
+    """Run several read-only statements on one connection of the read pool."""
+    return current_app.extensions[EXTENSION].rows(*queries)

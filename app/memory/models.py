@@ -20,7 +20,7 @@ from app.memory.rules import (
     Scope,
     Status,
 )
-from app.readpool import read_rows
+from app.readpool import read_many
 
 
 class MemoryItem(db.Model):
@@ -136,11 +136,12 @@ class MemoryItem(db.Model):
         Each group is its own index range scan (idx_memory_project / idx_memory_user), run on
         the read pool: this is the read every new agent session waits for.
         """
-        user_rows = read_rows(_INJECT_USER_ROWS, user_id=user_id)
+        user_rows = (_INJECT_USER_ROWS, {"user_id": user_id})
         if project_key is None:
-            return user_rows
-        return read_rows(_INJECT_PROJECT_ROWS, user_id=user_id, project_key=project_key) \
-            + user_rows
+            return read_many(user_rows)[0]
+        project_rows, user_rows = read_many(
+            (_INJECT_PROJECT_ROWS, {"user_id": user_id, "project_key": project_key}), user_rows)
+        return project_rows + user_rows
 
     # ---- extraction (D13, D14) ---------------------------------------------------------
     # Each group read is one index range scan: the USER group on idx_memory_user, a project

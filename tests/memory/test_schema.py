@@ -59,10 +59,11 @@ def captured_selects(monkeypatch) -> Iterator[list[tuple[str, dict]]]:
 
     pool_rows = ReadPool.rows
 
-    def recording_rows(self, statement, **params):
-        statement_sql = rawsql.compiled(statement, self.engine.dialect)
-        captured.append((statement_sql.sql, {**statement_sql.defaults, **params}))
-        return pool_rows(self, statement, **params)
+    def recording_rows(self, *queries):
+        for statement, params in queries:
+            statement_sql = rawsql.compiled(statement, self.engine.dialect)
+            captured.append((statement_sql.sql, {**statement_sql.defaults, **params}))
+        return pool_rows(self, *queries)
 
     monkeypatch.setattr(ReadPool, "rows", recording_rows)
     sa.event.listen(db.engine, "before_cursor_execute", grab)
