@@ -1,6 +1,7 @@
 """Benchmark 3: the extraction worker against an LLM that answers instantly.
 
-- jobs/s of one real `flask --app wsgi worker --burst` (forks a work horse per job), 1,000 jobs;
+- jobs/s of one real `flask --app wsgi worker --burst`, 1,000 jobs, forking a work horse per job
+  (the default) and with `--no-fork`;
 - in-process (one AppSimpleWorker, no fork) with 0, 100 and 200 existing machine-made memories:
   SQL statements per job (SQLAlchemy events), per-job time outside the LLM call, prompt size.
 """
@@ -77,9 +78,10 @@ def _enqueue(app: Any, payloads: list[dict[str, Any]]) -> None:
             queue.enqueue(EXTRACTION, payload, f"bench-{run}-{n}")
 
 
-def _burst_seconds() -> float:
+def _burst_seconds(fork: bool) -> float:
     began = time.perf_counter()
-    subprocess.run([str(VENV_BIN / "flask"), "--app", "wsgi", "worker", "--burst"], cwd=ROOT,
+    subprocess.run([str(VENV_BIN / "flask"), "--app", "wsgi", "worker", "--burst",
+                    "--fork" if fork else "--no-fork"], cwd=ROOT,
                    env=app_env(**{STUB_KEY_ENV: "bench"}), check=True, capture_output=True)
     return time.perf_counter() - began
 
@@ -150,24 +152,25 @@ def run(tables: list[Table]) -> None:
     table = Table("Extraction worker: scripted LLM answering instantly",
                   ["measure", "value", "baseline", "ratio / note"])
     with llm_stub() as base_url:
-        _prepare(base_url)
         os.environ[STUB_KEY_ENV] = "bench"
         os.environ.update({k: v for k, v in app_env().items()
                            if k in ("DATABASE_URL", "REDIS_URL")})
         from app import create_app
 
         app = create_app()
-        empty = _burst_seconds()  # process start-up, nothing queued
-        _enqueue(app, [_payload(USER_BASE + 1 + i % 10, i) for i in range(JOBS)])
-        busy = _burst_seconds()
-        per_job_ms = (busy - empty) / JOBS * 1000
-        done = _outcomes()
-        table.add(f"{JOBS:,} jobs, one forking worker", f"{JOBS / (busy - empty):,.1f} jobs/s",
-                  f"start-up {empty:.2f} s excluded",
-                  f"{per_job_ms:.1f} ms/job incl. fork and LLM call; extraction outcomes: "
-                  + ", ".join(f"{k} {v[0]:,}" for k, v in sorted(done.items()))
-                  + f" (in the job {float(done['succeeded'][2]):.1f} ms); consolidations "
-                  f"triggered: {_consolidations()}")
+        for fork, name in ((True, "forking worker"), (False, "worker --no-fork")):
+            _prepare(base_url)
+            empty = _burst_seconds(fork)  # process start-up, nothing queued
+            _enqueue(app, [_payload(USER_BASE + 1 + i % 10, i) for i in range(JOBS)])
+            busy = _burst_seconds(fork)
+            per_job_ms = (busy - empty) / JOBS * 1000
+            done = _outcomes()
+            table.add(f"{JOBS:,} jobs, one {name}", f"{JOBS / (busy - empty):,.1f} jobs/s",
+                      f"start-up {empty:.2f} s excluded",
+                      f"{per_job_ms:.1f} ms/job incl. LLM call; extraction outcomes: "
+                      + ", ".join(f"{k} {v[0]:,}" for k, v in sorted(done.items()))
+                      + f" ({float(done['succeeded'][2]):.1f} ms in the job itself); "
+                      f"consolidations triggered: {_consolidations()}")
         figures = []
         for n, existing in enumerate(EXISTING):
             user_id = USER_BASE + 11 + n

@@ -75,10 +75,10 @@ class AppWorker(AppContextMixin, Worker):
 
 
 class AppSimpleWorker(AppContextMixin, SimpleWorker):
-    """Runs jobs in the worker process itself, no fork (tests, platforms without fork)."""
+    """Runs jobs in the worker process itself, no fork (`worker --no-fork`, tests)."""
 
 
-def run_worker(app: Flask, *, burst: bool) -> bool:
+def run_worker(app: Flask, *, burst: bool, fork: bool = True) -> bool:
     """Work the `memory` queue; the scheduler it runs turns delayed retries back into jobs."""
     # Imported once here, so each forked horse starts with the job code (and openai) loaded.
     import jobs.consolidation  # noqa: F401
@@ -93,8 +93,9 @@ def run_worker(app: Flask, *, burst: bool) -> bool:
         log.warning("event=worker.warm_up_failed error=%s", type(exc).__name__)
 
     connection = redis.Redis.from_url(app.config["REDIS_URL"])
-    worker = AppWorker([Queue(QUEUE_NAME, connection=connection)], connection=connection,
-                       app=app)
+    worker_class = AppWorker if fork else AppSimpleWorker
+    worker = worker_class([Queue(QUEUE_NAME, connection=connection)], connection=connection,
+                          app=app)
     try:
         return worker.work(burst=burst, with_scheduler=True)
     finally:

@@ -6,6 +6,7 @@ import os
 import signal
 import time
 
+import pytest
 import sqlalchemy as sa
 from rq.job import Job
 
@@ -60,7 +61,8 @@ def test_jobs_of_one_session_never_overlap(app, llm, webhook, tmp_path, client):
 NEW_FACT = "被杀之前插入的新事实"
 
 
-def _kill_mid_transaction(app, llm, webhook, memories, tmp_path, kill) -> tuple[int, dict]:
+def _kill_mid_transaction(app, llm, webhook, memories, tmp_path, kill,
+                          fork: bool = True) -> tuple[int, dict]:
     """Run one job on a real worker until it has inserted a row and waits for a row lock we
     hold, then `kill(worker)`. Returns the row the job wanted to touch, and that row before."""
     capture_on(app)
@@ -73,7 +75,7 @@ def _kill_mid_transaction(app, llm, webhook, memories, tmp_path, kill) -> tuple[
     transaction = holder.begin()
     holder.execute(sa.select(MemoryItem.id).where(MemoryItem.id == confirmed).with_for_update())
     try:
-        with worker_processes(1, tmp_path, burst=True) as (worker,):
+        with worker_processes(1, tmp_path, burst=True, fork=fork) as (worker,):
             assert assert_ok(webhook(event()), 202)["enqueued"] is True
             assert wait_for_blocked_write(engine), "the job never reached the row we hold"
             # A dirty read sees the job's uncommitted insert: it really is half-way.
@@ -131,12 +133,34 @@ def test_a_job_whose_worker_died_gets_its_outcome_from_maintenance(
     assert (outcome["status"], outcome["reason"]) == ("failed", "worker_lost")
 
 
-def test_the_worker_command_runs_queued_jobs_and_exits_in_burst_mode(
+def test_a_no_fork_worker_killed_mid_job_leaves_no_partial_writes(
         app, llm, webhook, memories, tmp_path):
+    """`worker --no-fork` runs the job itself: killed, nothing persists, and maintenance
+    records the outcome as for a dead forking worker."""
+    def kill_the_worker(worker) -> None:
+        assert work_horse_of(worker.pid) is None, "a --no-fork worker forked"
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=30)
+
+    confirmed, before = _kill_mid_transaction(app, llm, webhook, memories, tmp_path,
+                                              kill_the_worker, fork=False)
+    assert outcomes(app) == []
+    queue = app.extensions["memory_queue"].rq_queue()
+    with app.app_context():
+        queue.started_job_registry.cleanup(timestamp=time.time() + 24 * 3600)
+    assert memories.count(USER_ID, content=NEW_FACT) == 0
+    assert memories.get(confirmed) == before
+    outcome = only_outcome(app)
+    assert (outcome["status"], outcome["reason"]) == ("failed", "worker_lost")
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
+def test_the_worker_command_runs_queued_jobs_and_exits_in_burst_mode(
+        fork, app, llm, webhook, memories, tmp_path):
     capture_on(app)
     llm.reply_items([{"type": "user", "content": "输出报告用中文"}])
     assert_ok(webhook(event()), 202)
-    with worker_processes(1, tmp_path, burst=True) as (worker,):
+    with worker_processes(1, tmp_path, burst=True, fork=fork) as (worker,):
         assert worker.wait(timeout=60) == 0
     assert only_outcome(app)["status"] == "succeeded"
     assert memories.count(USER_ID, content="输出报告用中文", source="AUTO") == 1

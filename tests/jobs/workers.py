@@ -29,12 +29,14 @@ def worker_env(**extra: str) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def worker_processes(count: int, log_dir: Path, *, burst: bool = False,
+def worker_processes(count: int, log_dir: Path, *, burst: bool = False, fork: bool = True,
                      **env: str) -> Iterator[list[subprocess.Popen]]:
     """Start `count` workers (logs in log_dir); on exit stop them (SIGTERM, then SIGKILL)."""
     command = [sys.executable, "-m", "flask", "--app", "wsgi", "worker"]
     if burst:
         command.append("--burst")
+    if not fork:
+        command.append("--no-fork")
     started: list[tuple[subprocess.Popen, object]] = []
     try:
         for i in range(count):

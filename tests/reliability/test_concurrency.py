@@ -1,4 +1,4 @@
-"""Concurrency: 8 real worker processes share 40 extractions of one user who starts at 195
+"""Concurrency: 8 real worker processes share 400 extractions of one user who starts at 195
 ACTIVE memories, the scripted model inserting on every run.
 
 The 200 ACTIVE cap holds at every moment another connection can see (sampled throughout the
@@ -27,9 +27,7 @@ from tests.llm_server import ScriptedLlm
 from tests.reliability.conftest import deliver
 
 WORKERS = 8
-# 5 per worker, not 50: each job costs its forked work horse 0.5-1.5 s of CPU (openai's lazily
-# imported modules are loaded again in every horse), so 400 would take minutes on 2 cores.
-JOBS = WORKERS * 5
+JOBS = WORKERS * 50
 USER_ID = 880
 START_ACTIVE = 195
 CAP = 200
