@@ -110,40 +110,30 @@ def test_a_job_killed_mid_way_leaves_no_partial_writes(app, llm, webhook, memori
         ("failed", "worker_killed", 0)
 
 
+def _kill_worker_and_horse(worker) -> None:
+    horse = work_horse_of(worker.pid)
+    assert horse is not None
+    os.kill(worker.pid, signal.SIGKILL)
+    os.kill(horse, signal.SIGKILL)
+    worker.wait(timeout=30)
+
+
+def _kill_unforked_worker(worker) -> None:
+    assert work_horse_of(worker.pid) is None, "a --no-fork worker forked"
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.wait(timeout=30)
+
+
+@pytest.mark.parametrize(("fork", "kill"), [(True, _kill_worker_and_horse),
+                                            (False, _kill_unforked_worker)],
+                         ids=["worker and horse", "no-fork worker"])
 def test_a_job_whose_worker_died_gets_its_outcome_from_maintenance(
-        app, llm, webhook, memories, tmp_path):
-    """Worker and horse both die: nothing persists, and the RQ registry maintenance that finds
-    the abandoned job (run here as if its heartbeat had long expired) records the outcome."""
-    def kill_everything(worker) -> None:
-        horse = work_horse_of(worker.pid)
-        assert horse is not None
-        os.kill(worker.pid, signal.SIGKILL)
-        os.kill(horse, signal.SIGKILL)
-        worker.wait(timeout=30)
-
-    confirmed, before = _kill_mid_transaction(app, llm, webhook, memories, tmp_path,
-                                              kill_everything)
-    assert outcomes(app) == []
-    queue = app.extensions["memory_queue"].rq_queue()
-    with app.app_context():
-        queue.started_job_registry.cleanup(timestamp=time.time() + 24 * 3600)
-    assert memories.count(USER_ID, content=NEW_FACT) == 0
-    assert memories.get(confirmed) == before
-    outcome = only_outcome(app)
-    assert (outcome["status"], outcome["reason"]) == ("failed", "worker_lost")
-
-
-def test_a_no_fork_worker_killed_mid_job_leaves_no_partial_writes(
-        app, llm, webhook, memories, tmp_path):
-    """`worker --no-fork` runs the job itself: killed, nothing persists, and maintenance
-    records the outcome as for a dead forking worker."""
-    def kill_the_worker(worker) -> None:
-        assert work_horse_of(worker.pid) is None, "a --no-fork worker forked"
-        os.kill(worker.pid, signal.SIGKILL)
-        worker.wait(timeout=30)
-
-    confirmed, before = _kill_mid_transaction(app, llm, webhook, memories, tmp_path,
-                                              kill_the_worker, fork=False)
+        fork, kill, app, llm, webhook, memories, tmp_path):
+    """The worker dies mid-job (with its horse, or under `--no-fork` running the job itself):
+    nothing persists, and the RQ registry maintenance that finds the abandoned job (run here as
+    if its heartbeat had long expired) records the outcome."""
+    confirmed, before = _kill_mid_transaction(app, llm, webhook, memories, tmp_path, kill,
+                                              fork=fork)
     assert outcomes(app) == []
     queue = app.extensions["memory_queue"].rq_queue()
     with app.app_context():
