@@ -3,8 +3,8 @@
 The ORM session path costs two extra round trips per request (a pre-ping on checkout and a
 ROLLBACK on return) plus statement building; for a read that every new agent session makes,
 that is most of the time spent. Here prebuilt statements (`rawsql`) run on an autocommit
-connection that needs no reset. A connection the server dropped is
-retried once on a fresh one, so a killed connection never fails the request that finds it.
+connection that needs no reset. A connection the server dropped empties the pool and the read is
+retried once on a fresh connection, so a database restart never fails the request that finds it.
 """
 
 from __future__ import annotations
@@ -53,6 +53,9 @@ class ReadPool:
                 disconnected = dialect.is_disconnect(exc, connection, cursor)
                 if disconnected:
                     connection.invalidate(exc)
+                    # The server went away: every idle connection of the pool is as dead as
+                    # this one, so the retry must not take another of them.
+                    self.engine.dispose()
                 else:
                     connection.close()
                 if not disconnected or attempt == 2:

@@ -128,8 +128,10 @@ class IntakeTransaction:
             if disconnected:
                 self.connection.invalidate(exc)
                 if self._fresh:
-                    # A pooled connection the server had dropped: nothing was written, retry.
+                    # A pooled connection the server had dropped, and so had it every idle one
+                    # of the pool: nothing was written, retry on a new connection.
                     self.connection.close()
+                    self.engine.dispose()
                     self._open()
                     self._fresh = False
                     self.execute(statement, **params)

@@ -195,6 +195,29 @@ def test_the_next_request_after_killed_connections_succeeds(callers, caller):
         assert response.get_json()["data"]["memories"], "the read found alice's memory"
 
 
+def _fill_pool(engine: sa.Engine, connections: int) -> None:
+    """Leave `connections` idle connections in the pool, as several threads' requests would."""
+    held = [engine.raw_connection() for _ in range(connections)]
+    for connection in held:
+        connection.close()
+
+
+@pytest.mark.parametrize(("caller", "pool"), [("context read", "readpool"),
+                                              ("webhook", "intake_pool")])
+def test_the_next_request_after_a_restart_succeeds_whatever_the_pool_holds(
+        app, callers, caller, pool):
+    """Every idle connection of a raw pool died (a database restart): the first request that
+    finds one still succeeds, not only once the pool has been drained."""
+    call, expected = callers[caller]
+    assert call("warm").status_code == expected
+    engine = app.extensions[pool]
+    _fill_pool(engine if pool == "intake_pool" else engine.engine, 4)
+    assert kill_test_database_connections() >= 4
+    for attempt in ("after-restart-1", "after-restart-2"):
+        response = call(attempt)
+        assert response.status_code == expected, (caller, response.text)
+
+
 # ---- a worker killed while the model answers ------------------------------------------------
 
 FACT = "被杀掉的任务想记住的事实"
