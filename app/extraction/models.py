@@ -182,6 +182,13 @@ class ConsolidationState(db.Model):
         comment="when the user's last consolidation was claimed (24 h cooldown)")
 
     @classmethod
+    def cooling_down(cls, user_id: int, now: datetime, cooldown: timedelta) -> bool:
+        """Whether the user's last consolidation started less than `cooldown` ago: a read that
+        lets most extractions skip the trigger's counts; `claim` still decides."""
+        last = db.session.scalar(sa.select(cls.last_started_at).where(cls.user_id == user_id))
+        return last is not None and last > now - cooldown
+
+    @classmethod
     def claim(cls, user_id: int, now: datetime, cooldown: timedelta) -> bool:
         """Start a consolidation now if the last one started at least `cooldown` ago.
 

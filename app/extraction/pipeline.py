@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -21,6 +22,7 @@ from app.auth.models import User
 from app.db_types import utcnow
 from app.extensions import db
 from app.extraction import llm, parser, prompt
+from app.extraction.models import ConsolidationState
 from app.extraction.outcomes import Outcome, OutcomeStatus
 from app.extraction.parser import Action, Candidate, FactType
 from app.extraction.prompt import KnownMemory
@@ -157,6 +159,7 @@ def warm_up() -> None:
             writes.update(nobody, key, "warm-up")
             MemoryItem.stale_machine_row(nobody, key, writes.written)
             MemoryItem.group_active_counts(nobody, key)
+        ConsolidationState.cooling_down(nobody, utcnow(), timedelta(0))  # the D15 trigger's
         outcome.finish(OutcomeStatus.SKIPPED, "warm_up")
         outcome.stage()
         db.session.flush()

@@ -60,11 +60,17 @@ def after_extraction(user_id: int, written_groups: Collection[str | None]) -> li
     consolidation.
     """
     try:
+        now = utcnow()
+        # Once a day at most: within the cooldown, which is most of the time for a user with
+        # enough memories to consolidate, nothing else needs counting.
+        if ConsolidationState.cooling_down(user_id, now, COOLDOWN):
+            db.session.rollback()
+            log.info("event=consolidation.cooling_down user=%s", user_id)
+            return []
         groups = groups_due(user_id, written_groups)
         if not groups:
             db.session.rollback()
             return []
-        now = utcnow()
         if not ConsolidationState.claim(user_id, now, COOLDOWN):
             db.session.rollback()
             log.info("event=consolidation.cooling_down user=%s", user_id)
