@@ -186,9 +186,11 @@ def use_stub_model(cur: Any, base_url: str) -> None:
 
 
 def fresh_capturing_users(cur: Any, user_ids: list[int]) -> None:
-    """These users exist with auto-capture on and nothing else: no memories, no outcomes."""
+    """These users exist with auto-capture on and nothing else: no memories, no outcomes, no
+    consolidation cooldown."""
     marks = ", ".join(["%s"] * len(user_ids))
     for table, column in (("memory_item", "user_id"), ("memory_job_outcome", "user_id"),
+                          ("memory_consolidation_state", "user_id"),
                           ("user_memory_preference", "user_id"), ("user", "id")):
         cur.execute(f"DELETE FROM `{table}` WHERE `{column}` IN ({marks})", user_ids)
     now = time.strftime("%Y-%m-%d %H:%M:%S")

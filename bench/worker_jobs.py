@@ -3,7 +3,8 @@
 - jobs/s of one real `flask --app wsgi worker --burst`, 1,000 jobs, forking a work horse per job
   (the default) and with `--no-fork`;
 - in-process (one AppSimpleWorker, no fork) with 0, 100 and 200 existing machine-made memories:
-  SQL statements per job (SQLAlchemy events), per-job time outside the LLM call, prompt size.
+  SQL statements per job (SQLAlchemy events), per-job time outside the LLM call, prompt size,
+  next to what RQ itself spends on a job that does nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import redis
 import sqlalchemy as sa
 
+from app.extraction.queue import RESULT_TTL_S
 from bench.common import (
     BENCH_REDIS_URL,
     ROOT,
@@ -103,6 +105,24 @@ def _consolidations() -> str:
     return ", ".join(f"{n:,} {status} ({reason})" for status, reason, n in found) or "none"
 
 
+def _rq_alone_ms(jobs: int = 500) -> float:
+    """ms per job RQ itself spends (dequeue, bookkeeping, result) on a job that does nothing,
+    run as the in-process figures are: the part of a job's time that is not ours."""
+    from rq import Queue, SimpleWorker
+
+    connection = redis.Redis.from_url(BENCH_REDIS_URL)
+    queue = Queue("bench-no-op", connection=connection)
+    for n in range(jobs):
+        queue.enqueue_call("json.dumps", args=({"n": n},), job_id=f"no-op-{n}", unique=True,
+                           result_ttl=RESULT_TTL_S)
+    worker = SimpleWorker([queue], connection=connection)
+    began = time.perf_counter()
+    worker.work(burst=True, logging_level="WARNING")
+    elapsed = time.perf_counter() - began
+    connection.close()
+    return elapsed / jobs * 1000
+
+
 def _in_process(app: Any, user_id: int) -> tuple[float, float, float, float]:
     """(statements/job, ms/job outside the LLM call, LLM ms/job, prompt chars/job)."""
     import openai.resources.chat.completions as chat
@@ -177,12 +197,16 @@ def run(tables: list[Table]) -> None:
             user_id = USER_BASE + 11 + n
             _seed_machine_rows(user_id, existing)
             figures.append((existing, *_in_process(app, user_id)))
+        rq_ms = _rq_alone_ms()
+        table.add("RQ alone: a no-op job, in-process", f"{rq_ms:.1f} ms/job", "",
+                  "what RQ itself costs each job below; the rest is ours")
         base_statements = figures[0][1]
         for existing, statements, overhead_ms, llm_ms, prompt_chars in figures:
             table.add(f"in-process, {existing} existing memories",
                       f"{statements:.1f} SQL/job", f"{base_statements:.1f} SQL/job at 0",
                       f"x{statements / base_statements:.2f}; {overhead_ms:.1f} ms/job outside "
-                      f"the LLM call (LLM {llm_ms:.1f} ms); {prompt_chars:,.0f} prompt chars")
+                      f"the LLM call (LLM {llm_ms:.1f} ms), {overhead_ms - rq_ms:.1f} ms of it "
+                      f"ours; {prompt_chars:,.0f} prompt chars")
         with app.app_context():
             from app.extensions import db
 
