@@ -108,9 +108,7 @@ def consolidate(job: ConsolidationJob, outcome: Outcome) -> None:
     outcome.model, outcome.prompt_chars = model.model, prompt.prompt_chars(messages)
     try:
         completion = llm.complete(model, messages, current_app.config["MEMORY_LLM_TIMEOUT_S"])
-        outcome.prompt_tokens = completion.prompt_tokens
-        outcome.completion_tokens = completion.completion_tokens
-        outcome.total_tokens = completion.total_tokens
+        outcome.count_tokens(completion)
         plan = parser.parse_plan(completion.text, seen.keys())
     except (llm.LlmTimeout, llm.LlmInvalidResponse, parser.InvalidOutput) as exc:
         outcome.finish(OutcomeStatus.ABANDONED, exc.reason)  # the group stays as it is

@@ -11,7 +11,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import IntegrityError
 
@@ -19,6 +19,9 @@ from app.envelope import ApiError, ErrorCode
 from app.extensions import db
 from app.extraction.models import JobOutcome
 from app.memory.service import parse_paging
+
+if TYPE_CHECKING:
+    from app.extraction.llm import Completion
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +66,12 @@ class Outcome:
     # Not recorded: the groups an extraction inserted into or rewrote (None: the USER group),
     # which the D15 trigger looks at.
     written_groups: set[str | None] = field(default_factory=set)
+
+    def count_tokens(self, completion: Completion) -> None:
+        """The token usage the model reported for its answer."""
+        self.prompt_tokens = completion.prompt_tokens
+        self.completion_tokens = completion.completion_tokens
+        self.total_tokens = completion.total_tokens
 
     def finish(self, status: OutcomeStatus, reason: str) -> None:
         self.status, self.reason = status, reason

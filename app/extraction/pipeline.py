@@ -115,9 +115,7 @@ def extract(job: ExtractionJob, outcome: Outcome) -> None:
     outcome.model, outcome.prompt_chars = model.model, prompt.prompt_chars(messages)
     try:
         completion = llm.complete(model, messages, current_app.config["MEMORY_LLM_TIMEOUT_S"])
-        outcome.prompt_tokens = completion.prompt_tokens
-        outcome.completion_tokens = completion.completion_tokens
-        outcome.total_tokens = completion.total_tokens
+        outcome.count_tokens(completion)
         parsed = parser.parse(completion.text)
     except (llm.LlmTimeout, llm.LlmInvalidResponse, parser.InvalidOutput) as exc:
         outcome.finish(OutcomeStatus.ABANDONED, exc.reason)  # seed §5.6 step 4: give up quietly
