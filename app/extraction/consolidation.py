@@ -45,9 +45,6 @@ from app.memory.rules import MACHINE_SOURCES, Scope, Source, Status
 
 log = logging.getLogger(__name__)
 
-_MACHINE = [s.value for s in MACHINE_SOURCES]
-
-
 @dataclass(frozen=True)
 class ConsolidationJob:
     """One group of one user; the payload is the user id and the group's key, nothing else."""
@@ -164,7 +161,7 @@ class _GroupWrite:
 
     def _machine_active_in_group(self) -> list[Any]:
         return [MemoryItem.user_id == self.job.user_id, MemoryItem.status == Status.ACTIVE,
-                MemoryItem.source.in_(_MACHINE), MemoryItem.scope == self.job.scope,
+                MemoryItem.machine_made(), MemoryItem.scope == self.job.scope,
                 MemoryItem.project_key == (self.job.project_key or "")]
 
     def _lock_rows(self, ids: list[int]) -> dict[int, sa.Row]:
@@ -225,7 +222,7 @@ class _GroupWrite:
             # Dismissed since the check above (a writer outside the user lock): the sources are
             # gone already, so the whole group goes back.
             raise _ConcurrentWrite
-        if existing.source not in _MACHINE or existing.updated_at >= updated_at:
+        if existing.source not in MACHINE_SOURCES or existing.updated_at >= updated_at:
             return 0, 0  # a MANUAL row is never changed; a newer row needs nothing
         db.session.execute(
             sa.update(MemoryItem).where(MemoryItem.id == existing.id)

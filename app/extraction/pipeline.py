@@ -28,7 +28,7 @@ from app.extraction.parser import Action, Candidate, FactType
 from app.extraction.prompt import KnownMemory
 from app.memory import rules
 from app.memory.models import MemoryItem, UserMemoryPreference
-from app.memory.rules import MACHINE_SOURCES, Scope, Source, Status
+from app.memory.rules import Scope, Source, Status
 from app.memory.service import bot_project_keys
 
 log = logging.getLogger(__name__)
@@ -200,7 +200,7 @@ class _Writes:
 
     def _same_group_machine_row(self, project_key: str | None) -> list[Any]:
         """Re-checked in the write itself: the row may have changed since the model saw it."""
-        return [MemoryItem.source.in_([s.value for s in MACHINE_SOURCES]),
+        return [MemoryItem.machine_made(),
                 MemoryItem.scope == _scope_of(project_key),
                 MemoryItem.project_key == (project_key or "")]
 

@@ -157,6 +157,12 @@ class MemoryItem(db.Model):
                 cls.status == status.value]
 
     @classmethod
+    def machine_made(cls) -> sa.ColumnElement[bool]:
+        """AUTO or CONSOLIDATED: the rows extraction and consolidation may match, rewrite,
+        demote or merge (D13-D15). A MANUAL row is never one of them."""
+        return cls.source.in_([s.value for s in MACHINE_SOURCES])
+
+    @classmethod
     def comparison_set(cls, user_id: int, project_key: str | None) -> list[sa.Row]:
         """(id, scope, project_key, content) the model may match (D13): machine-made ACTIVE rows
         of the USER group and, for a valid project key, of that project's group.
@@ -165,7 +171,7 @@ class MemoryItem(db.Model):
         DISMISSED rows are the negative set, shown without ids.
         """
         columns = (cls.id, cls.scope, cls.project_key, cls.content)
-        machine = cls.source.in_([s.value for s in MACHINE_SOURCES])
+        machine = cls.machine_made()
         rows: list[sa.Row] = []
         for key in (None,) if project_key is None else (None, project_key):
             rows.extend(db.session.execute(
@@ -197,7 +203,7 @@ class MemoryItem(db.Model):
         just written or confirmed.
         """
         conditions = [*cls._group(user_id, project_key, Status.ACTIVE),
-                      cls.source.in_([s.value for s in MACHINE_SOURCES])]
+                      cls.machine_made()]
         if exclude_ids:
             conditions.append(cls.id.not_in(list(exclude_ids)))
         return db.session.scalar(
@@ -211,7 +217,7 @@ class MemoryItem(db.Model):
     def group_active_counts(cls, user_id: int, project_key: str | None) -> tuple[int, int]:
         """(machine-made, other) ACTIVE rows of one group: its size against the D15 target,
         and how much of it consolidation may work on."""
-        machine = cls.source.in_([s.value for s in MACHINE_SOURCES])
+        machine = cls.machine_made()
         total, machine_rows = db.session.execute(
             sa.select(sa.func.count(), sa.func.sum(sa.case((machine, 1), else_=0)))
             .where(*cls._group(user_id, project_key, Status.ACTIVE))
@@ -226,7 +232,7 @@ class MemoryItem(db.Model):
         return list(db.session.execute(
             sa.select(cls.id, cls.content, cls.dedup_hash)
             .where(*cls._group(user_id, project_key, Status.ACTIVE),
-                   cls.source.in_([s.value for s in MACHINE_SOURCES]))
+                   cls.machine_made())
             .order_by(cls.updated_at.desc(), cls.id.desc())
         ))
 
