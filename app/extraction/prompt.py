@@ -15,7 +15,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.memory.rules import EXTRACT_MAX_ITEMS, EXTRACTED_CONTENT_MAX, Scope, normalize
+from app.memory.rules import (
+    EXTRACT_MAX_ITEMS,
+    EXTRACTED_CONTENT_MAX,
+    Scope,
+    group_label,
+    normalize,
+)
 
 SYSTEM_PROMPT = f"""你是长期记忆抽取器。\
 输入是一次已完成任务的最后一轮对话(用户消息与助手的最终答复),以及这位用户已有的记忆。请找出值得长期记住的事实,并判断它与已有记忆的关系。
@@ -71,7 +77,7 @@ class KnownMemory:
 
 
 def _existing_line(memory: KnownMemory) -> str:
-    label = "[用户]" if memory.scope == Scope.USER else f"[项目:{memory.project_key}]"
+    label = group_label(memory.scope, memory.project_key)
     return f"- id={memory.id} {label} {normalize(memory.content)}"
 
 
@@ -118,16 +124,13 @@ CONSOLIDATION_USER_PROMPT = """分组:{group}
 {rows}"""
 
 
-def _group_label(project_key: str | None) -> str:
-    return "[用户]" if project_key is None else f"[项目:{project_key}]"
-
-
 def build_consolidation_messages(*, project_key: str | None, budget: int,
                                  rows: Sequence[tuple[int, str]]) -> list[dict[str, str]]:
     """The chat messages of one consolidation call: a group (None: USER) and its (id, content)
     rows."""
     lines = "\n".join(f"- id={item_id} {normalize(content)}" for item_id, content in rows)
-    user = CONSOLIDATION_USER_PROMPT.format(group=_group_label(project_key), budget=budget,
-                                            rows=lines)
+    scope = Scope.USER if project_key is None else Scope.PROJECT
+    user = CONSOLIDATION_USER_PROMPT.format(group=group_label(scope, project_key),
+                                            budget=budget, rows=lines)
     return [{"role": "system", "content": CONSOLIDATION_SYSTEM_PROMPT},
             {"role": "user", "content": user}]

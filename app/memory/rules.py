@@ -102,10 +102,14 @@ def consolidation_target(scope: Scope | str) -> int:
     return CONSOLIDATE_USER_TARGET if Scope(scope) is Scope.USER else CONSOLIDATE_PROJECT_TARGET
 
 
+def group_label(scope: Scope | str, project_key: str | None) -> str:
+    """How a memory's group is named to a model: `[用户]`, or `[项目:<key>]`."""
+    return "[用户]" if Scope(scope) is Scope.USER else f"[项目:{project_key}]"
+
+
 def prompt_line(scope: Scope | str, project_key: str | None, content: str) -> str:
     """One line of the injected block; content folded so a memory is always one line."""
-    label = "[用户]" if Scope(scope) is Scope.USER else f"[项目:{project_key}]"
-    return f"- {label} {normalize(content)}"
+    return f"- {group_label(scope, project_key)} {normalize(content)}"
 
 
 def prompt_block(lines: list[str]) -> str:
