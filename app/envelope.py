@@ -12,6 +12,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
 from werkzeug.exceptions import HTTPException
 
+from app import errors
+from app.errors import DomainError
+
 # Failures of what the service stands on, not of the request: answered 503 so clients retry.
 DEPENDENCY_ERRORS = (OperationalError, InterfaceError, DisconnectionError,
                      RedisConnectionError, RedisTimeoutError)
@@ -40,13 +43,37 @@ class ErrorCode(Enum):
 
 
 class ApiError(Exception):
-    """A failure that maps to one envelope error; raised by the domain, rendered by routes."""
+    """A refusal of the web layer itself (authentication, signature, CSRF): one envelope error.
 
-    def __init__(self, error: ErrorCode, message: str, http_status: int | None = None) -> None:
+    What the domain refuses is a `DomainError`; `from_domain` gives it its envelope error.
+    """
+
+    def __init__(self, error: ErrorCode, message: str, http_status: int | None = None,
+                 reason: str | None = None) -> None:
         super().__init__(message)
         self.error = error
         self.message = message
         self.http_status = http_status or error.http_status
+        self.reason = reason or error.name.lower()
+
+    @classmethod
+    def from_domain(cls, exc: DomainError) -> ApiError:
+        """The envelope error of a domain refusal: the one table from kinds to SPEC §4 codes."""
+        for kind, error in DOMAIN_ERRORS:
+            if isinstance(exc, kind):
+                return cls(error, exc.message, reason=exc.reason)
+        raise TypeError(f"no envelope code for {type(exc).__name__}")
+
+
+DOMAIN_ERRORS: tuple[tuple[type[DomainError], ErrorCode], ...] = (
+    (errors.InvalidInput, ErrorCode.PARAM_INVALID),
+    (errors.InvalidContent, ErrorCode.MEMORY_CONTENT_INVALID),
+    (errors.MemoryNotFound, ErrorCode.MEMORY_ITEM_NOT_FOUND),
+    (errors.DuplicateContent, ErrorCode.MEMORY_CONTENT_DUPLICATE),
+    (errors.LimitReached, ErrorCode.MEMORY_LIMIT_EXCEEDED),
+    (errors.UnknownModel, ErrorCode.MODEL_NOT_FOUND),
+    (errors.NotEditable, ErrorCode.FORBIDDEN),
+)
 
 
 def _now_ms() -> int:
@@ -82,6 +109,10 @@ def register_error_handlers(app: Flask) -> None:
     def handle_api_error(exc: ApiError):
         return fail(exc.error, exc.message, exc.http_status)
 
+    @app.errorhandler(DomainError)
+    def handle_domain_error(exc: DomainError):
+        return handle_api_error(ApiError.from_domain(exc))
+
     @app.errorhandler(HTTPException)
     def handle_http_exception(exc: HTTPException):
         if not wants_envelope():
@@ -114,5 +145,5 @@ def json_body() -> dict[str, Any]:
     """The request body as a JSON object, whatever Content-Type was sent; anything else is 2001."""
     body = request.get_json(force=True, silent=True)
     if not isinstance(body, dict):
-        raise ApiError(ErrorCode.PARAM_INVALID, "request body must be a JSON object")
+        raise errors.InvalidInput("body_not_object", "request body must be a JSON object")
     return body

@@ -16,6 +16,7 @@ from app.auth import csrf
 from app.auth.identity import session_user
 from app.auth.models import User
 from app.envelope import ApiError, ErrorCode
+from app.errors import DomainError
 from app.memory.rules import ACTIVE_PER_USER_MAX, MANUAL_CONTENT_MAX
 
 HX_REQUEST = "HX-Request"
@@ -87,9 +88,14 @@ def require_login() -> Response | None:
     return None
 
 
-def describe(exc: ApiError) -> dict[str, str]:
-    """A domain error as the pages show it: a Chinese title and the service's message."""
-    return {"title": ERROR_TITLES.get(exc.error, exc.message), "detail": exc.message}
+def as_api_error(exc: ApiError | DomainError) -> ApiError:
+    return exc if isinstance(exc, ApiError) else ApiError.from_domain(exc)
+
+
+def describe(exc: ApiError | DomainError) -> dict[str, str]:
+    """A refusal as the pages show it: a Chinese title and the service's message."""
+    error = as_api_error(exc)
+    return {"title": ERROR_TITLES.get(error.error, error.message), "detail": error.message}
 
 
 def error_response(status: int, title: str, detail: str = "") -> Response:
@@ -104,6 +110,6 @@ def error_response(status: int, title: str, detail: str = "") -> Response:
     return make_response(render_template("error.html", title=title, detail=detail), status)
 
 
-def api_error_response(exc: ApiError) -> Response:
+def api_error_response(exc: ApiError | DomainError) -> Response:
     """Error handler of the HTML blueprints for what the domain refused."""
-    return error_response(exc.http_status, **describe(exc))
+    return error_response(as_api_error(exc).http_status, **describe(exc))

@@ -19,6 +19,7 @@ from app.admin.api import MEMORY_READ
 from app.auth.identity import parse_user_id
 from app.auth.models import User
 from app.envelope import ApiError
+from app.errors import DomainError
 from app.extensions import db
 from app.memory import service as memory
 from app.memory.rules import Scope, Status
@@ -31,6 +32,7 @@ R = TypeVar("R")
 bp = Blueprint("admin_pages", __name__, url_prefix="/admin")
 bp.before_request(pages.require_login)
 bp.after_request(pages.vary_on_htmx)
+bp.register_error_handler(DomainError, pages.api_error_response)
 bp.register_error_handler(ApiError, pages.api_error_response)
 
 PAGE_SIZE = 20
@@ -129,13 +131,13 @@ def save_setting(key: str):
     value = request.form.get("value", "")
     try:
         setting = system.put_setting(key, value)
-    except ApiError as exc:
+    except DomainError as exc:
         setting = db.session.get(SystemSetting, key)
         if setting is None:
             raise
         # The refused value stays in the form, with the reason under it.
         html = render_template("admin/_setting.html", setting=setting, value=value,
                                error=pages.describe(exc), **_models_context())
-        return make_response(html, exc.http_status)
+        return make_response(html, pages.as_api_error(exc).http_status)
     return render_template("admin/_setting.html", setting=setting, value=setting.value,
                            saved=True, **_models_context())

@@ -19,6 +19,7 @@ from app.auth import csrf
 from app.auth.models import User
 from app.auth.service import MAX_USER_ID, ensure_user, user_id_for_token
 from app.envelope import ApiError, ErrorCode
+from app.errors import InvalidInput
 from app.extensions import db
 
 P = ParamSpec("P")
@@ -52,10 +53,10 @@ def is_service_token(token: str | None) -> bool:
 def parse_user_id(raw: str | None, name: str) -> int:
     """A platform user id: a positive integer that fits a BIGINT."""
     if raw is None or raw == "":
-        raise ApiError(ErrorCode.PARAM_INVALID, f"{name} is required")
+        raise InvalidInput("user_id_required", f"{name} is required")
     raw = raw.strip()
     if not (raw.isascii() and raw.isdigit()) or not 0 < int(raw) <= MAX_USER_ID:
-        raise ApiError(ErrorCode.PARAM_INVALID, f"{name} must be a positive integer")
+        raise InvalidInput("user_id_invalid", f"{name} must be a positive integer")
     return int(raw)
 
 

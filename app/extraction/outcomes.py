@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import IntegrityError
 
-from app.envelope import ApiError, ErrorCode
+from app.errors import InvalidInput
 from app.extensions import db
 from app.extraction.models import JobOutcome
 from app.memory.service import parse_paging
@@ -148,10 +148,10 @@ def list_page(*, user_id: int | None, status: Any, kind: Any, page: Any,
               size: Any) -> dict[str, Any]:
     """A page of outcomes for the admin API, newest first; filters are optional."""
     if status is not None and status not in set(OutcomeStatus):
-        raise ApiError(ErrorCode.PARAM_INVALID,
-                       f"status must be one of {', '.join(s.value for s in OutcomeStatus)}")
+        raise InvalidInput("outcome_status_invalid",
+                           f"status must be one of {', '.join(s.value for s in OutcomeStatus)}")
     if kind is not None and (not isinstance(kind, str) or len(kind) > 32):
-        raise ApiError(ErrorCode.PARAM_INVALID, "kind must be a job kind such as extraction")
+        raise InvalidInput("outcome_kind_invalid", "kind must be a job kind such as extraction")
     page_n, size_n = parse_paging(page, size)
     rows, total = JobOutcome.page(user_id=user_id, status=status, kind=kind, page=page_n,
                                   size=size_n)

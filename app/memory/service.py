@@ -17,7 +17,13 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from app.auth.models import User
 from app.db_types import utcnow
-from app.envelope import ApiError, ErrorCode
+from app.errors import (
+    DuplicateContent,
+    InvalidContent,
+    InvalidInput,
+    LimitReached,
+    MemoryNotFound,
+)
 from app.extensions import db
 from app.memory import rules
 from app.memory.models import MemoryItem, UserMemoryPreference
@@ -59,7 +65,7 @@ def parse_scope(value: Any, *, required: bool = True) -> Scope | None:
     try:
         return Scope(value)
     except ValueError:
-        raise ApiError(ErrorCode.PARAM_INVALID, "scope must be USER or PROJECT") from None
+        raise InvalidInput("scope_invalid", "scope must be USER or PROJECT") from None
 
 
 def parse_status(value: Any, *, required: bool = True) -> Status | None:
@@ -68,39 +74,41 @@ def parse_status(value: Any, *, required: bool = True) -> Status | None:
     try:
         return Status(value)
     except ValueError:
-        raise ApiError(ErrorCode.PARAM_INVALID, "status must be ACTIVE or DISMISSED") from None
+        raise InvalidInput("status_invalid", "status must be ACTIVE or DISMISSED") from None
 
 
 def parse_paging(page: Any, size: Any) -> tuple[int, int]:
     """page ≥ 1 and 1 ≤ pageSize ≤ 100; strings from a query are accepted when all digits."""
-    def as_int(value: Any, name: str, default: int) -> int:
+    def as_int(value: Any, name: str, reason: str, default: int) -> int:
         if value is None or value == "":
             return default
         if isinstance(value, bool):
-            raise ApiError(ErrorCode.PARAM_INVALID, f"{name} must be an integer")
+            raise InvalidInput(f"{reason}_invalid", f"{name} must be an integer")
         if isinstance(value, str) and value.isascii() and value.isdigit():
             value = int(value)
         if not isinstance(value, int):
-            raise ApiError(ErrorCode.PARAM_INVALID, f"{name} must be an integer")
+            raise InvalidInput(f"{reason}_invalid", f"{name} must be an integer")
         return value
 
-    page_n, size_n = as_int(page, "page", 1), as_int(size, "pageSize", 20)
+    page_n = as_int(page, "page", "page", 1)
+    size_n = as_int(size, "pageSize", "page_size", 20)
     if page_n < 1 or page_n > 1_000_000:
-        raise ApiError(ErrorCode.PARAM_INVALID, "page must be between 1 and 1000000")
+        raise InvalidInput("page_invalid", "page must be between 1 and 1000000")
     if not 1 <= size_n <= MAX_PAGE_SIZE:
-        raise ApiError(ErrorCode.PARAM_INVALID, f"pageSize must be between 1 and {MAX_PAGE_SIZE}")
+        raise InvalidInput("page_size_invalid",
+                           f"pageSize must be between 1 and {MAX_PAGE_SIZE}")
     return page_n, size_n
 
 
 def _manual_content(value: Any) -> str:
     if not isinstance(value, str):
-        raise ApiError(ErrorCode.MEMORY_CONTENT_INVALID, "content must be a non-empty string")
+        raise InvalidContent("content_type", "content must be a non-empty string")
     content = value.strip()
     if not rules.normalize(content):
-        raise ApiError(ErrorCode.MEMORY_CONTENT_INVALID, "content must not be empty")
+        raise InvalidContent("content_empty", "content must not be empty")
     if rules.length(content) > rules.MANUAL_CONTENT_MAX:
-        raise ApiError(ErrorCode.MEMORY_CONTENT_INVALID,
-                       f"content must be at most {rules.MANUAL_CONTENT_MAX} characters")
+        raise InvalidContent("content_too_long",
+                             f"content must be at most {rules.MANUAL_CONTENT_MAX} characters")
     return content
 
 
@@ -109,23 +117,23 @@ def _project_key_for(scope: Scope, value: Any) -> str:
     if scope is Scope.USER:
         return ""
     if value is not None and not isinstance(value, str):
-        raise ApiError(ErrorCode.PARAM_INVALID, "projectKey must be a string")
+        raise InvalidInput("project_key_type", "projectKey must be a string")
     key = (value or "").strip()
     if not key:
-        raise ApiError(ErrorCode.PARAM_INVALID, "projectKey is required for PROJECT memories")
+        raise InvalidInput("project_key_required", "projectKey is required for PROJECT memories")
     if rules.length(key) > rules.PROJECT_KEY_MAX:
-        raise ApiError(ErrorCode.PARAM_INVALID,
-                       f"projectKey must be at most {rules.PROJECT_KEY_MAX} characters")
+        raise InvalidInput("project_key_too_long",
+                           f"projectKey must be at most {rules.PROJECT_KEY_MAX} characters")
     if rules.is_bot_project_key(key, bot_project_keys()):
-        raise ApiError(ErrorCode.PARAM_INVALID,
-                       "projectKey belongs to a bot channel, not a project")
+        raise InvalidInput("project_key_bot",
+                           "projectKey belongs to a bot channel, not a project")
     return key
 
 
 # ---- transactions -----------------------------------------------------------------------
 
-def _not_found() -> ApiError:
-    return ApiError(ErrorCode.MEMORY_ITEM_NOT_FOUND, "memory item not found")
+def _not_found() -> MemoryNotFound:
+    return MemoryNotFound()
 
 
 def _commit_or_duplicate() -> None:
@@ -138,14 +146,13 @@ def _commit_or_duplicate() -> None:
         raise _not_found() from None
     except IntegrityError:
         db.session.rollback()
-        raise ApiError(ErrorCode.MEMORY_CONTENT_DUPLICATE, "an identical memory already exists") \
-            from None
+        raise DuplicateContent() from None
 
 
 def _ensure_room(user_id: int) -> None:
     if MemoryItem.count_active(user_id) >= rules.ACTIVE_PER_USER_MAX:
-        raise ApiError(
-            ErrorCode.MEMORY_LIMIT_EXCEEDED,
+        raise LimitReached(
+            "active_limit",
             f"at most {rules.ACTIVE_PER_USER_MAX} active memories; delete or dismiss some first",
         )
 
@@ -153,7 +160,7 @@ def _ensure_room(user_id: int) -> None:
 def _ensure_no_clash(user_id: int, dedup_hash: str, item_id: int | None = None) -> None:
     clash = MemoryItem.by_hash(user_id, dedup_hash)
     if clash is not None and clash.id != item_id:
-        raise ApiError(ErrorCode.MEMORY_CONTENT_DUPLICATE, "an identical memory already exists")
+        raise DuplicateContent()
 
 
 def _rollback_on_error(fn: Callable[P, R]) -> Callable[P, R]:
@@ -176,7 +183,7 @@ def list_items(user_id: int, *, scope: Any = None, project_key: Any = None, stat
     scope_v = parse_scope(scope or None, required=False)
     status_v = parse_status(status or None, required=False)
     if project_key is not None and not isinstance(project_key, str):
-        raise ApiError(ErrorCode.PARAM_INVALID, "projectKey must be a string")
+        raise InvalidInput("project_key_type", "projectKey must be a string")
     key = project_key.strip() if project_key else None
     page_n, size_n = parse_paging(page, size)
     rows, total = MemoryItem.page(user_id, scope=scope_v, project_key=key, status=status_v,
@@ -216,7 +223,7 @@ def update_item(user_id: int, item_id: int, *, content: Any = None,
                 status: Any = None) -> MemoryItem:
     """Edit content (re-hash, status kept: D12) and/or change status (ACTIVE ↔ DISMISSED)."""
     if content is None and status is None:
-        raise ApiError(ErrorCode.PARAM_INVALID, "give content, status or both")
+        raise InvalidInput("nothing_to_change", "give content, status or both")
     text = _manual_content(content) if content is not None else None
     status_v = parse_status(status) if status is not None else None
     restoring = status_v is Status.ACTIVE
@@ -251,7 +258,7 @@ def auto_capture_enabled(user_id: int) -> bool:
 @_rollback_on_error
 def set_auto_capture(user_id: int, enabled: Any) -> bool:
     if not isinstance(enabled, bool):
-        raise ApiError(ErrorCode.PARAM_INVALID, "autoCaptureEnabled must be a boolean")
+        raise InvalidInput("auto_capture_type", "autoCaptureEnabled must be a boolean")
     pref = db.session.get(UserMemoryPreference, user_id)
     now = utcnow()
     if pref is None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from app.envelope import ApiError, ErrorCode
+from app.errors import InvalidInput, NotEditable, UnknownModel
 from app.extensions import db
 from app.system.models import EXTRACTION_MODEL_KEY, LlmModel, SystemSetting
 
@@ -22,30 +22,30 @@ def list_settings() -> list[SystemSetting]:
 def _model_id_value(value: Any) -> str:
     """'' (use the default model) or the id of a registered model, else 3003."""
     if isinstance(value, bool):
-        raise ApiError(ErrorCode.PARAM_INVALID, "value must be a string")
+        raise InvalidInput("setting_value_type", "value must be a string")
     if isinstance(value, int):
         value = str(value)
     if not isinstance(value, str):
-        raise ApiError(ErrorCode.PARAM_INVALID, "value must be a string")
+        raise InvalidInput("setting_value_type", "value must be a string")
     value = value.strip()
     if value == "":
         return ""
     if not (value.isascii() and value.isdigit()) or len(value) > 18 \
             or db.session.get(LlmModel, int(value)) is None:
-        raise ApiError(ErrorCode.MODEL_NOT_FOUND, f"no model with id {value!r}")
+        raise UnknownModel("model_not_found", f"no model with id {value!r}")
     return str(int(value))
 
 
 def put_setting(key: str, value: Any) -> SystemSetting:
     setting = db.session.get(SystemSetting, key)
     if setting is None:
-        raise ApiError(ErrorCode.PARAM_INVALID, f"unknown setting {key!r}")
+        raise InvalidInput("setting_unknown", f"unknown setting {key!r}")
     if not setting.editable:
-        raise ApiError(ErrorCode.FORBIDDEN, f"setting {key!r} is not editable")
+        raise NotEditable("setting_not_editable", f"setting {key!r} is not editable")
     if key in MODEL_SETTING_KEYS:
         value = _model_id_value(value)
     elif not isinstance(value, str):
-        raise ApiError(ErrorCode.PARAM_INVALID, "value must be a string")
+        raise InvalidInput("setting_value_type", "value must be a string")
     setting.value = value
     db.session.commit()
     return setting

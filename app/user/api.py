@@ -5,7 +5,8 @@ from __future__ import annotations
 from flask import Blueprint, request
 
 from app.auth.identity import current_user_id, user_api
-from app.envelope import ApiError, ErrorCode, json_body, ok
+from app.envelope import json_body, ok
+from app.errors import InvalidInput
 from app.memory import service
 
 bp = Blueprint("user_api", __name__, url_prefix="/api/v1/memory")
@@ -64,7 +65,7 @@ def patch_settings():
     """Flip auto-capture."""
     body = json_body()
     if "autoCaptureEnabled" not in body:
-        raise ApiError(ErrorCode.PARAM_INVALID, "autoCaptureEnabled is required")
+        raise InvalidInput("auto_capture_required", "autoCaptureEnabled is required")
     enabled = service.set_auto_capture(current_user_id(), body["autoCaptureEnabled"])
     return ok({"autoCaptureEnabled": enabled})
 

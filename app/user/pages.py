@@ -14,12 +14,14 @@ from werkzeug.datastructures import MultiDict
 
 from app import pages
 from app.envelope import ApiError
+from app.errors import DomainError
 from app.memory import rules, service
 from app.memory.rules import Scope, Status
 
 bp = Blueprint("user_pages", __name__, url_prefix="/settings/memory")
 bp.before_request(pages.require_login)
 bp.after_request(pages.vary_on_htmx)
+bp.register_error_handler(DomainError, pages.api_error_response)
 bp.register_error_handler(ApiError, pages.api_error_response)
 
 PAGE_SIZE = 20
@@ -110,9 +112,9 @@ def create_memory():
     try:
         service.create_item(_user_id(), form.get("scope"), form.get("content"),
                             form.get("projectKey"))
-    except ApiError as exc:
+    except DomainError as exc:
         html = render_template("_error.html", **pages.describe(exc))
-        return make_response(html, exc.http_status)
+        return make_response(html, pages.as_api_error(exc).http_status)
     view = MemoryView()
     response = _list_fragment(view, "已新增记忆。", 201)
     response.headers.update({
@@ -147,11 +149,11 @@ def update_memory(item_id: int):
     content = request.form.get("content", "")
     try:
         item = service.update_item(_user_id(), item_id, content=content)
-    except ApiError as exc:
+    except DomainError as exc:
         item = service.get_item(_user_id(), item_id)
         html = render_template("memory/_row_edit.html", item=item, content=content,
                                error=pages.describe(exc))
-        return make_response(html, exc.http_status)
+        return make_response(html, pages.as_api_error(exc).http_status)
     return render_template("memory/_row.html", item=item)
 
 

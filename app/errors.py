@@ -1,0 +1,52 @@
+"""What the domain refuses, and why: errors every caller (JSON API, pages, jobs) understands.
+
+The domain raises these and knows nothing of HTTP. `app.envelope` maps each kind to its SPEC §4
+code in one table; the pages choose the sentence a person reads by `reason`, a stable
+snake_case name of the rule that refused (`content_too_long`, `project_key_bot`, …), while
+`message` is the English explanation the JSON API sends.
+"""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    """A request the domain refuses; nothing was changed."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class InvalidInput(DomainError):
+    """A parameter is missing, of the wrong type, or outside what the rules allow."""
+
+
+class InvalidContent(DomainError):
+    """A memory's content is empty, too long, or holds characters a prompt must not carry."""
+
+
+class MemoryNotFound(DomainError):
+    """No such memory for this user (another user's memory is absent too, D4)."""
+
+    def __init__(self) -> None:
+        super().__init__("memory_not_found", "memory item not found")
+
+
+class DuplicateContent(DomainError):
+    """Another memory of the user already says exactly this (dedup hash)."""
+
+    def __init__(self) -> None:
+        super().__init__("duplicate_content", "an identical memory already exists")
+
+
+class LimitReached(DomainError):
+    """The user already has the most ACTIVE memories the rules allow (D7)."""
+
+
+class UnknownModel(DomainError):
+    """A setting names a model that is not registered."""
+
+
+class NotEditable(DomainError):
+    """A setting that exists but may not be changed."""
