@@ -98,6 +98,22 @@ def resolve_model() -> ChatModel | None:
     return None if row is None else ChatModel.from_row(row)
 
 
+def api_key_env(model: ChatModel) -> str:
+    """The environment variable that holds the model's key."""
+    return model.api_key_env or DEFAULT_KEY_ENV
+
+
+def unavailable_reason() -> str | None:
+    """Why no extraction can call a model now — `no_model` (none registered or chosen) or
+    `llm_api_key_missing` (its key variable is unset) — or None when one can."""
+    model = resolve_model()
+    if model is None:
+        return "no_model"
+    if not os.environ.get(api_key_env(model)):
+        return "llm_api_key_missing"
+    return None
+
+
 @functools.cache
 def tls_context() -> ssl.SSLContext:
     """The CA bundle, loaded once per process: loading it for each client cost 0.2–0.3 s a job."""
@@ -131,7 +147,7 @@ def warm_up() -> None:
 def complete(model: ChatModel, messages: Sequence[dict[str, str]],
              timeout_s: float) -> Completion:
     """One chat completion; every failure is an LlmError subclass."""
-    key_env = model.api_key_env or DEFAULT_KEY_ENV
+    key_env = api_key_env(model)
     api_key = os.environ.get(key_env)
     if not api_key:
         raise LlmNotConfigured(f"model {model.name!r}: {key_env} is not set")
