@@ -8,14 +8,18 @@ from typing import Any
 from flask import Flask
 
 from app import config as app_config
-from app import readpool
+from app import rawdb
 from app.extensions import db, migrate
 
 MIGRATIONS_DIR = str(Path(__file__).resolve().parent.parent / "migrations")
 
 
 def create_app(config: dict[str, Any] | None = None) -> Flask:
-    """Build the app from the environment; `config` overrides it (tests use this)."""
+    """Build the app from the environment; `config` overrides it (tests use this).
+
+    The background jobs are wired in by `jobs.init_app(app)` (see `wsgi.py`): nothing in `app/`
+    imports `jobs/`.
+    """
     app = Flask(__name__, template_folder="../templates", static_folder="../static",
                 instance_relative_config=True)
     app.config.from_mapping(app_config.from_environment(app.instance_path))
@@ -29,16 +33,12 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 
     db.init_app(app)
     migrate.init_app(app, db, directory=MIGRATIONS_DIR)
-    readpool.init_app(app)
+    rawdb.init_app(app, app.config["SQLALCHEMY_ENGINE_OPTIONS"])
     _import_models()
 
     from app.extraction import queue as job_queue
 
     job_queue.init_app(app)
-
-    from app.extraction import intake_db
-
-    intake_db.init_app(app)
 
     from app.envelope import register_error_handlers
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import click
 from flask import Flask
-from flask.cli import AppGroup, with_appcontext
+from flask.cli import AppGroup
 from werkzeug.serving import run_simple
 
 from app.auth import service as accounts
+from app.memory.rules import ID_MAX
 from app.system import service as system
 
 users = AppGroup("users", help="Manage accounts, grants and personal API tokens.")
@@ -16,7 +17,7 @@ models = AppGroup("models", help="Register the LLM models extraction may use.")
 
 @users.command("create")
 @click.argument("name")
-@click.option("--id", "user_id", type=click.IntRange(1, accounts.MAX_USER_ID),
+@click.option("--id", "user_id", type=click.IntRange(1, ID_MAX),
               help="The platform's user id (names an existing platform user).")
 @click.option("--password", help="Password for the login page; without one, token access only.")
 @click.option("--admin", is_flag=True, help="Make the user an admin.")
@@ -109,32 +110,7 @@ def serve(host: str, port: int) -> None:
     run_simple(host, port, app, threaded=True, use_reloader=False)
 
 
-@click.command("worker")
-@click.option("--burst", is_flag=True, help="Run the jobs queued now, then exit.")
-@click.option("--fork/--no-fork", default=True, show_default=True,
-              help="Run each job in a work horse forked for it, or in the worker process "
-                   "itself (several times faster per job; a crashing job takes the worker "
-                   "down).")
-@with_appcontext
-def worker(burst: bool, fork: bool) -> None:
-    """Run jobs of the `memory` queue (needs REDIS_URL; start as many as you like)."""
-    import logging
-
-    from flask import current_app
-
-    from jobs.worker import run_worker
-
-    app = current_app._get_current_object()
-    if not app.config.get("REDIS_URL"):
-        raise click.ClickException("REDIS_URL is not set: without Redis the jobs run inside "
-                                   "the web process and no worker is needed")
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    run_worker(app, burst=burst, fork=fork)
-
-
 def register_cli(app: Flask) -> None:
     app.cli.add_command(users)
     app.cli.add_command(models)
     app.cli.add_command(serve)
-    app.cli.add_command(worker)

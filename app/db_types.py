@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
+from sqlalchemy.dialects import mysql, sqlite
+from sqlalchemy.sql import Executable
 
 # BIGINT ids on MySQL; SQLite only auto-increments an INTEGER PRIMARY KEY.
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 # Sub-second timestamps so "newest first" has no ties within one second (SPEC §3).
 Timestamp = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
-
 
 
 def project_key_type(max_length: int = 128) -> sa.types.TypeEngine:
@@ -33,3 +35,38 @@ def utcnow() -> datetime:
 def iso(value: datetime | None) -> str | None:
     """ISO-8601 UTC with a Z suffix, as the API shows timestamps."""
     return None if value is None else value.isoformat(timespec="microseconds") + "Z"
+
+
+DIALECT_FAMILIES = ("sqlite", "mysql")
+
+
+def dialect_family(dialect_name: str) -> str:
+    """'sqlite', or 'mysql' for MySQL and MariaDB: what an upsert is written for."""
+    return "sqlite" if dialect_name == "sqlite" else "mysql"
+
+
+def upsert(table: sa.Table, dialect_name: str, values: dict[str, Any],
+           update: Iterable[str] = ()) -> Executable:
+    """INSERT that, when the primary key exists, updates the `update` columns instead (or does
+    nothing): one statement, so two first writers of a key cannot collide."""
+    update = tuple(update)
+    key = list(table.primary_key.columns)
+    if dialect_family(dialect_name) == "sqlite":
+        statement = sqlite.insert(table).values(values)
+        if not update:
+            return statement.on_conflict_do_nothing(index_elements=key)
+        return statement.on_conflict_do_update(
+            index_elements=key, set_={name: statement.excluded[name] for name in update})
+    statement = mysql.insert(table).values(values)
+    if not update:
+        return statement.on_duplicate_key_update({key[0].name: statement.inserted[key[0].name]})
+    return statement.on_duplicate_key_update(
+        {name: statement.inserted[name] for name in update})
+
+
+def prebuilt_upserts(table: sa.Table, columns: Iterable[str],
+                     update: Iterable[str] = ()) -> dict[str, Executable]:
+    """An upsert per dialect family with a bind parameter per column, built once at import
+    for the raw hot paths (`app.rawdb`)."""
+    values = {name: sa.bindparam(name) for name in columns}
+    return {family: upsert(table, family, values, update) for family in DIALECT_FAMILIES}

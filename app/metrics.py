@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from flask import Blueprint, Response
 
 from app.extraction.models import JobOutcome, WebhookEvent
-from app.extraction.queue import CONSOLIDATION
+from app.extraction.outcomes import JobKindName
 
 bp = Blueprint("metrics", __name__)
 
@@ -62,7 +62,7 @@ def render() -> str:
     lines += _family("memory_llm_tokens_total", "counter",
                      "Tokens the LLM reported, by job kind, model and type.", tokens)
 
-    rows_in, rows_out, merges, drops = JobOutcome.consolidation_totals(CONSOLIDATION.name)
+    rows_in, rows_out, merges, drops = JobOutcome.consolidation_totals(JobKindName.CONSOLIDATION)
     lines += _family("memory_consolidation_rows_total", "counter",
                      "Machine-made rows D15 consolidation read (in) and left (out).",
                      [f"memory_consolidation_rows_total{_labels(direction='in')} {rows_in}",

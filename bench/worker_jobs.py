@@ -71,7 +71,8 @@ def _payload(user_id: int, i: int) -> dict[str, Any]:
 
 
 def _enqueue(app: Any, payloads: list[dict[str, Any]]) -> None:
-    from app.extraction.queue import EXTRACTION, memory_queue
+    from app.extraction.queue import memory_queue
+    from jobs import EXTRACTION
 
     run = uuid.uuid4().hex[:8]
     with app.app_context():
@@ -176,9 +177,11 @@ def run(tables: list[Table]) -> None:
         os.environ[STUB_KEY_ENV] = "bench"
         os.environ.update({k: v for k, v in app_env().items()
                            if k in ("DATABASE_URL", "REDIS_URL")})
+        import jobs
         from app import create_app
 
         app = create_app()
+        jobs.init_app(app)
         for fork, name in ((True, "forking worker"), (False, "worker --no-fork")):
             _prepare(base_url)
             empty = _burst_seconds(fork)  # process start-up, nothing queued

@@ -1,27 +1,29 @@
-"""RQ entry points (thin: ids and payloads in, `app.extraction` does the work) and the worker.
+"""The background jobs: their kinds, the RQ entry points, and the worker.
 
-RQ imports the entry points by dotted path; each one runs inside the app context the worker
-class (`jobs.worker`) pushes around every job.
+`app/` never imports this package. `init_app` hands the app the job kinds it enqueues
+(`app.extraction.queue.job_kinds`) and adds the `worker` command; `wsgi.py` calls it right after
+`create_app`. The entry points are thin: RQ calls them with a payload of ids and text inside the
+worker's app context, and each runs one attempt of its job through `app.extraction.runner`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from flask import Flask
 
-from rq import Retry, get_current_job
+from app.extraction import runner
+from app.extraction.outcomes import JobKindName
+from app.extraction.queue import JobKind, JobKinds
+from jobs.consolidation import consolidate_memories
+from jobs.extraction import extract_memories
+from jobs.worker import record_abandoned, worker_command
 
-from app.extraction.queue import JobResult
+EXTRACTION = JobKind(JobKindName.EXTRACTION, extract_memories, runner.run_extraction)
+# D15: enqueued by an extraction that persisted something (app.extraction.trigger).
+CONSOLIDATION = JobKind(JobKindName.CONSOLIDATION, consolidate_memories,
+                        runner.run_consolidation)
 
 
-def run_current(run: Callable[[dict[str, Any], int, str], JobResult],
-                payload: dict[str, Any]) -> Retry | None:
-    """Run one attempt of the RQ job being performed; a wish to retry becomes RQ's Retry."""
-    job = get_current_job()
-    attempt = (job.number_of_retries or 0) + 1
-    result = run(payload, attempt, job.id)
-    if result.retry_in is None:
-        return None
-    # The job owns the policy (how many attempts, how long between them); RQ only carries out
-    # this one delay, so `max` just has to stay above the retries RQ has counted so far.
-    return Retry(max=attempt, interval=result.retry_in)
+def init_app(app: Flask) -> None:
+    app.extensions["memory_job_kinds"] = JobKinds(EXTRACTION, CONSOLIDATION,
+                                                  on_failure=record_abandoned)
+    app.cli.add_command(worker_command)

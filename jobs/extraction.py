@@ -7,7 +7,7 @@ from typing import Any
 from rq import Retry
 
 from app.extraction.runner import run_extraction
-from jobs import run_current
+from jobs.worker import run_current
 
 
 def extract_memories(payload: dict[str, Any]) -> Retry | None:

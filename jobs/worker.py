@@ -9,20 +9,35 @@ whose whole worker died gets it from RQ's failure callback when another worker f
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
+import click
 import redis
-from flask import Flask
-from rq import Queue, SimpleWorker, Worker
+from flask import Flask, current_app
+from flask.cli import with_appcontext
+from rq import Queue, Retry, SimpleWorker, Worker, get_current_job
 from rq.exceptions import AbandonedJobError
 from rq.utils import now
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.extensions import db
-from app.extraction import outcomes
-from app.extraction.queue import QUEUE_NAME
+from app.extraction import llm, outcomes, runner
+from app.extraction.queue import QUEUE_NAME, JobResult, Payload
 
 log = logging.getLogger(__name__)
+
+
+def run_current(run: Callable[[Payload, int, str], JobResult], payload: Payload) -> Retry | None:
+    """Run one attempt of the RQ job being performed; a wish to retry becomes RQ's Retry."""
+    job = get_current_job()
+    attempt = (job.number_of_retries or 0) + 1
+    result = run(payload, attempt, job.id)
+    if result.retry_in is None:
+        return None
+    # The job owns the policy (how many attempts, how long between them); RQ only carries out
+    # this one delay, so `max` just has to stay above the retries RQ has counted so far.
+    return Retry(max=attempt, interval=result.retry_in)
 
 
 def _record_lost(job: Any, reason: str) -> None:
@@ -80,18 +95,14 @@ class AppSimpleWorker(AppContextMixin, SimpleWorker):
 
 def run_worker(app: Flask, *, burst: bool, fork: bool = True) -> bool:
     """Work the `memory` queue; the scheduler it runs turns delayed retries back into jobs."""
-    # Imported once here, so each forked horse starts with the job code (and openai) loaded.
-    import jobs.consolidation  # noqa: F401
-    import jobs.extraction  # noqa: F401
-    from app.extraction import llm, pipeline, runner  # noqa: F401
-
+    # Done once here, so each forked horse starts with the SDK's lazy parts loaded and an
+    # extraction's statements compiled.
     llm.warm_up()
     try:
-        pipeline.warm_up()
+        runner.warm_up()
     except SQLAlchemyError as exc:
         # Only slower jobs: the first of each horse compiles its statements itself.
         log.warning("event=worker.warm_up_failed error=%s", type(exc).__name__)
-
     connection = redis.Redis.from_url(app.config["REDIS_URL"])
     worker_class = AppWorker if fork else AppSimpleWorker
     worker = worker_class([Queue(QUEUE_NAME, connection=connection)], connection=connection,
@@ -100,3 +111,21 @@ def run_worker(app: Flask, *, burst: bool, fork: bool = True) -> bool:
         return worker.work(burst=burst, with_scheduler=True)
     finally:
         connection.close()
+
+
+@click.command("worker")
+@click.option("--burst", is_flag=True, help="Run the jobs queued now, then exit.")
+@click.option("--fork/--no-fork", default=True, show_default=True,
+              help="Run each job in a work horse forked for it, or in the worker process "
+                   "itself (several times faster per job; a crashing job takes the worker "
+                   "down).")
+@with_appcontext
+def worker_command(burst: bool, fork: bool) -> None:
+    """Run jobs of the `memory` queue (needs REDIS_URL; start as many as you like)."""
+    app = current_app._get_current_object()
+    if not app.config.get("REDIS_URL"):
+        raise click.ClickException("REDIS_URL is not set: without Redis the jobs run inside "
+                                   "the web process and no worker is needed")
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    run_worker(app, burst=burst, fork=fork)

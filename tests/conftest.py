@@ -101,9 +101,16 @@ def _flush_redis(url: str) -> None:
 
 def dispose_pools(app: Flask) -> None:
     """Close the raw pools the app keeps beside its ORM engine."""
-    app.extensions["readpool"].engine.dispose()
-    if app.extensions["intake_pool"] is not None:
-        app.extensions["intake_pool"].dispose()
+    app.extensions["rawdb"].dispose()
+
+
+def build_app(config: dict[str, Any]) -> Flask:
+    """The app as `wsgi.py` puts it together: the web app and its background jobs."""
+    import jobs
+
+    app = create_app(config)
+    jobs.init_app(app)
+    return app
 
 
 @pytest.fixture
@@ -112,7 +119,7 @@ def make_app(migrated_database: str) -> Iterator[Any]:
     apps: list[Flask] = []
 
     def factory(**overrides: Any) -> Flask:
-        app = create_app(base_config(**overrides))
+        app = build_app(base_config(**overrides))
         apps.append(app)
         return app
 
@@ -304,6 +311,18 @@ class Memories:
             return total
 
 
+def snapshot(app: Flask) -> dict[str, list[tuple]]:
+    """Every row of every table of the schema, in a stable order: compared before and after a
+    refused request ("nothing changed"), a table added later included."""
+    with app.app_context():
+        tables = {}
+        for table in db.metadata.sorted_tables:
+            tables[table.name] = [tuple(row) for row in db.session.execute(
+                sa.select(table).order_by(*table.primary_key.columns))]
+        db.session.remove()
+        return tables
+
+
 @pytest.fixture
 def memories(app: Flask) -> Memories:
     return Memories(app)
@@ -354,7 +373,7 @@ def llm(app: Flask, monkeypatch: pytest.MonkeyPatch):
 @pytest.fixture
 def webhook(client: FlaskClient):
     """`webhook(body)` → (status, envelope) of a correctly signed delivery."""
-    from tests.extraction.support import post_webhook
+    from tests.completions import post_webhook
 
     return functools.partial(post_webhook, client, secret=WEBHOOK_SECRET)
 
@@ -362,6 +381,6 @@ def webhook(client: FlaskClient):
 @pytest.fixture
 def run_jobs(app: Flask):
     """`run_jobs()` runs every queued job in-process with the app's RQ worker class."""
-    from tests.extraction.support import run_jobs
+    from tests.completions import run_jobs
 
     return functools.partial(run_jobs, app)

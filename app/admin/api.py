@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from flask import Blueprint, request
 
-from app.auth.identity import admin_api, parse_user_id
+from app import params
+from app.auth.identity import admin_api
 from app.envelope import json_body, ok
-from app.extraction import outcomes
+from app.errors import InvalidInput
+from app.extraction.models import JobOutcome
+from app.extraction.outcomes import OutcomeStatus
 from app.memory import service as memory
+from app.memory.models import MemoryItem
 from app.system import service as system
 
 bp = Blueprint("admin_api", __name__, url_prefix="/api/v1/admin")
@@ -24,10 +28,10 @@ MEMORY_READ = "memory:read"
 def audit_memory():
     """A page of one user's memories, for audit (needs memory:read)."""
     args = request.args
-    user_id = parse_user_id(args.get("userId"), "userId")
-    page = memory.list_items(user_id, scope=args.get("scope"), status=args.get("status"),
-                             page=args.get("page"), size=args.get("pageSize"))
-    return ok(page.to_dict())
+    user_id = params.user_id(args.get("userId"), "userId")
+    page = memory.list_items(user_id, params.filters(args, project_key=False),
+                             params.page_request(args))
+    return ok(page.to_dict(MemoryItem.to_dict))
 
 
 @bp.get("/settings")
@@ -58,7 +62,12 @@ def list_models():
 def list_outcomes():
     """A page of background job outcomes, newest first (admins); filters userId, status, kind."""
     args = request.args
-    user_id = parse_user_id(args["userId"], "userId") if args.get("userId") else None
-    return ok(outcomes.list_page(user_id=user_id, status=args.get("status") or None,
-                                 kind=args.get("kind") or None, page=args.get("page"),
-                                 size=args.get("pageSize")))
+    user_id = params.user_id(args["userId"], "userId") if args.get("userId") else None
+    status, kind = args.get("status") or None, args.get("kind") or None
+    if status is not None and status not in set(OutcomeStatus):
+        raise InvalidInput("outcome_status_invalid",
+                           f"status must be one of {', '.join(s.value for s in OutcomeStatus)}")
+    if kind is not None and len(kind) > 32:
+        raise InvalidInput("outcome_kind_invalid", "kind must be a job kind such as extraction")
+    page = JobOutcome.page(params.page_request(args), user_id=user_id, status=status, kind=kind)
+    return ok(page.to_dict(JobOutcome.to_dict))

@@ -14,15 +14,16 @@ from typing import Any, ParamSpec, TypeVar
 from flask import Blueprint, Response, make_response, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 
-from app import pages
+from app import pages, params
 from app.admin.api import MEMORY_READ
-from app.auth.identity import parse_user_id
 from app.auth.models import User
 from app.envelope import ApiError
 from app.errors import DomainError
 from app.extensions import db
 from app.memory import service as memory
+from app.memory.repository import Filters
 from app.memory.rules import Scope, Status
+from app.paging import PageRequest
 from app.system import service as system
 from app.system.models import LlmModel, SystemSetting
 
@@ -77,10 +78,10 @@ class AuditView:
     def from_values(cls, values: MultiDict[str, str]) -> AuditView:
         """Parsed with the domain's parsers, so a bad value is the usual 2001."""
         raw_user = values.get("userId")
-        user_id = parse_user_id(raw_user, "userId") if raw_user else None
-        scope = memory.parse_scope(values.get("scope") or None, required=False)
-        status = memory.parse_status(values.get("status") or None, required=False)
-        page, _ = memory.parse_paging(values.get("page"), PAGE_SIZE)
+        user_id = params.user_id(raw_user, "userId") if raw_user else None
+        scope = params.scope(values.get("scope"), required=False)
+        status = params.status(values.get("status"), required=False)
+        page = PageRequest.parse(values.get("page"), PAGE_SIZE).number
         return cls(values.get("q", "").strip()[:SEARCH_MAX], user_id,
                    scope.value if scope else "", status.value if status else "", page)
 
@@ -101,8 +102,10 @@ def memory_audit():
     subject = listing = None
     if view.user_id is not None:
         subject = db.session.get(User, view.user_id)
-        listing = memory.list_items(view.user_id, scope=view.scope, status=view.status,
-                                    page=view.page, size=PAGE_SIZE)
+        listing = memory.list_items(
+            view.user_id, Filters(scope=params.scope(view.scope, required=False),
+                                  status=params.status(view.status, required=False)),
+            PageRequest(view.page, PAGE_SIZE))
     return pages.page_or_fragment(
         "admin/memory.html", "admin/_audit_results.html",
         banner=AUDIT_BANNER, view=view, found=found, subject=subject, listing=listing,

@@ -15,11 +15,11 @@ from typing import Literal, ParamSpec, TypeVar
 
 from flask import current_app, g, request, session
 
+from app import params
 from app.auth import csrf
 from app.auth.models import User
-from app.auth.service import MAX_USER_ID, ensure_user, user_id_for_token
+from app.auth.service import ensure_user, user_id_for_token
 from app.envelope import ApiError, ErrorCode
-from app.errors import InvalidInput
 from app.extensions import db
 
 P = ParamSpec("P")
@@ -50,16 +50,6 @@ def is_service_token(token: str | None) -> bool:
     return hmac.compare_digest(token.encode("utf-8"), expected.encode("utf-8"))
 
 
-def parse_user_id(raw: str | None, name: str) -> int:
-    """A platform user id: a positive integer that fits a BIGINT."""
-    if raw is None or raw == "":
-        raise InvalidInput("user_id_required", f"{name} is required")
-    raw = raw.strip()
-    if not (raw.isascii() and raw.isdigit()) or not 0 < int(raw) <= MAX_USER_ID:
-        raise InvalidInput("user_id_invalid", f"{name} must be a positive integer")
-    return int(raw)
-
-
 def session_user() -> User | None:
     """The user of the browser session, if logged in and still existing."""
     user_id = session.get(SESSION_USER_KEY)
@@ -82,7 +72,7 @@ def resolve_caller(*, allow_service: bool) -> Caller:
             if request.headers.get("X-User-Id") is None:
                 raise ApiError(ErrorCode.UNAUTHORIZED,
                                "the service token acts for a user: send X-User-Id")
-            user_id = parse_user_id(request.headers.get("X-User-Id"), "X-User-Id")
+            user_id = params.user_id(request.headers.get("X-User-Id"), "X-User-Id")
             return Caller(ensure_user(user_id), "service")
         user_id = user_id_for_token(token)
         user = db.session.get(User, user_id) if user_id is not None else None

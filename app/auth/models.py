@@ -7,7 +7,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db_types import BigId, Timestamp, utcnow
+from app.db_types import BigId, Timestamp, prebuilt_upserts, utcnow
 from app.extensions import db
 
 user_permission = sa.Table(
@@ -78,6 +78,11 @@ class User(db.Model):
             condition = condition | (cls.id == int(query))
         return list(db.session.scalars(sa.select(cls).where(condition).order_by(cls.id)
                                        .limit(limit)))
+
+
+# The webhook's statement (raw write pool): a user first seen there is created on the spot, and
+# two first deliveries of one user cannot collide.
+INSERT_PLATFORM_USER = prebuilt_upserts(User.__table__, ("id", "is_admin", "created_at"))
 
 
 class ApiToken(db.Model):

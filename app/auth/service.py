@@ -7,14 +7,14 @@ import hashlib
 import secrets
 
 import sqlalchemy as sa
-from sqlalchemy.exc import IntegrityError
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from app.auth.models import ApiToken, Permission, User
+from app.db_types import upsert, utcnow
 from app.extensions import db
+from app.unit_of_work import UnitOfWork
 
 TOKEN_PREFIX = "mem_"
-MAX_USER_ID = 2**63 - 1
 
 
 class AccountError(ValueError):
@@ -43,8 +43,9 @@ def user_id_for_token(token: str) -> int | None:
 def issue_token(user: User) -> str:
     """A new personal token; only its hash is kept, so this is the one time it is seen."""
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    db.session.add(ApiToken(user_id=user.id, token_hash=hash_token(token)))
-    db.session.commit()
+    with UnitOfWork() as uow:
+        db.session.add(ApiToken(user_id=user.id, token_hash=hash_token(token)))
+        uow.commit()
     return token
 
 
@@ -53,12 +54,11 @@ def ensure_user(user_id: int) -> User:
     user = db.session.get(User, user_id)
     if user is not None:
         return user
-    try:
-        db.session.add(User(id=user_id))
-        db.session.commit()
-    except IntegrityError:
-        # Another request created it first.
-        db.session.rollback()
+    with UnitOfWork() as uow:
+        # Does nothing when another request created it first.
+        db.session.execute(upsert(User.__table__, db.session.get_bind().dialect.name,
+                                  {"id": user_id, "is_admin": False, "created_at": utcnow()}))
+        uow.commit()
     return db.session.get(User, user_id)
 
 
@@ -73,13 +73,14 @@ def create_user(username: str, *, user_id: int | None = None, password: str | No
     user = db.session.get(User, user_id) if user_id is not None else None
     if user is not None and user.username is not None:
         raise AccountError(f"user id {user_id} already belongs to {user.username!r}")
-    if user is None:
-        user = User(id=user_id) if user_id is not None else User()
-        db.session.add(user)
-    user.username = username
-    user.is_admin = admin
-    user.password_hash = generate_password_hash(password) if password else None
-    db.session.commit()
+    with UnitOfWork() as uow:
+        if user is None:
+            user = User(id=user_id) if user_id is not None else User()
+            db.session.add(user)
+        user.username = username
+        user.is_admin = admin
+        user.password_hash = generate_password_hash(password) if password else None
+        uow.commit()
     return user
 
 
@@ -92,8 +93,9 @@ def grant(username: str, code: str) -> User:
         codes = ", ".join(db.session.scalars(sa.select(Permission.code).order_by(Permission.code)))
         raise AccountError(f"no permission {code!r} (known: {codes})")
     if permission not in user.permissions:
-        user.permissions.append(permission)
-        db.session.commit()
+        with UnitOfWork() as uow:
+            user.permissions.append(permission)
+            uow.commit()
     return user
 
 

@@ -1,31 +1,29 @@
 """What the completion webhook does once the request is authentic and well-formed (SPEC §5).
 
-In one transaction: the event row (its unique id makes repeats exact, even concurrent ones), the
-session upsert (feeds the projects picker) and the decision (D2, D6, D9); the job is enqueued
-before the commit, so when Redis is down the request fails and the rollback leaves nothing
-recorded half-way. The LLM is never called here. The statements are in `intake_db`: this is
-the hot path of every finished task.
+In one transaction — the web request's boundary — the user when first seen, the decision (D2, D6,
+D9), the event row (its unique id makes repeats exact, even concurrent ones) and the session
+upsert (feeds the projects picker); the job is enqueued before the commit, so when Redis is down
+the request fails and the rollback leaves nothing recorded half-way. The LLM is never called
+here. This is the hot path of every finished task, so it runs prebuilt statements on the raw
+write pool (`app.rawdb`).
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from app.auth.service import ensure_user
-from app.db_types import utcnow
-from app.extraction.intake_db import (
-    INSERT_EVENT,
-    SET_EVENT_REASON,
-    USER_AND_TOGGLE,
-    IntakeTransaction,
-    timestamp,
-)
-from app.extraction.queue import EXTRACTION, memory_queue
-from app.memory.models import UserMemoryPreference
+from app.auth.models import INSERT_PLATFORM_USER
+from app.db_types import dialect_family, utcnow
+from app.extraction.models import INSERT_EVENT, SET_EVENT_REASON
+from app.extraction.queue import job_kinds, memory_queue
+from app.memory.repository import USER_AND_TOGGLE
+from app.rawdb import raw_database
+from app.sessions.models import UPSERT_SESSION
 
 ENQUEUED = "enqueued"
 PHASE_NOT_COMPLETED = "phase_not_completed"
@@ -74,35 +72,39 @@ def _decide(event: TaskCompleted, auto_capture: bool) -> str:
     return ENQUEUED
 
 
+def _timestamp(value: datetime) -> str:
+    """DATETIME(6) text both MySQL and SQLite store as is (SQLAlchemy's SQLite format)."""
+    return value.isoformat(sep=" ", timespec="microseconds")
+
+
 def receive(event: TaskCompleted) -> tuple[bool, str]:
     """Record and decide; returns (enqueued, reason)."""
-    now = timestamp(utcnow())
-    with IntakeTransaction() as tx:
-        known = tx.first(USER_AND_TOGGLE, user_id=event.user_id)
+    now = _timestamp(utcnow())
+    with raw_database().writes.connection() as conn:
+        family = dialect_family(conn.dialect.name)
+        known = conn.first(USER_AND_TOGGLE, user_id=event.user_id)
         if known is None:
-            # First seen here: created on the spot, in a transaction of its own.
-            ensure_user(event.user_id)
-            auto_capture = UserMemoryPreference.auto_capture_enabled_for(event.user_id)
-        else:
-            auto_capture = bool(known[1])
-        reason = _decide(event, auto_capture)
+            # First seen here: created on the spot. Nobody could switch its capture on yet.
+            conn.execute(INSERT_PLATFORM_USER[family], id=event.user_id, is_admin=False,
+                         created_at=now)
+        reason = _decide(event, auto_capture=known is not None and bool(known[1]))
         try:
-            tx.execute(INSERT_EVENT, event_id=event.event_id, session_id=event.session_id,
-                       user_id=event.user_id, phase=event.phase, reason=reason,
-                       received_at=now)
+            conn.execute(INSERT_EVENT, event_id=event.event_id, session_id=event.session_id,
+                         user_id=event.user_id, phase=event.phase, reason=reason,
+                         received_at=now)
         except IntegrityError:
             # The event is known (a concurrent first delivery waited for here, then committed).
             return False, DUPLICATE_EVENT
-        tx.upsert_session(id=event.session_id, user_id=event.user_id,
-                          project_key=event.project_key, workspace=event.workspace,
-                          session_type=event.session_type, channel=event.channel,
-                          last_seen_at=now)
+        conn.execute(UPSERT_SESSION[family], id=event.session_id, user_id=event.user_id,
+                     project_key=event.project_key, workspace=event.workspace,
+                     session_type=event.session_type, channel=event.channel, last_seen_at=now)
         enqueued = False
         if reason == ENQUEUED:
-            enqueued = memory_queue().enqueue(EXTRACTION, event.job_payload(), event.job_id)
+            enqueued = memory_queue().enqueue(job_kinds().extraction, event.job_payload(),
+                                              event.job_id)
             if not enqueued:
                 # Redis still holds a job for this event (a delivery whose commit was lost).
                 reason = DUPLICATE_EVENT
-                tx.execute(SET_EVENT_REASON, key=event.event_id, new_reason=reason)
-        tx.commit()
+                conn.execute(SET_EVENT_REASON, key=event.event_id, new_reason=reason)
+        conn.commit()
     return enqueued, reason

@@ -103,15 +103,19 @@ def api_key_env(model: ChatModel) -> str:
     return model.api_key_env or DEFAULT_KEY_ENV
 
 
-def unavailable_reason() -> str | None:
-    """Why no extraction can call a model now — `no_model` (none registered or chosen) or
-    `llm_api_key_missing` (its key variable is unset) — or None when one can."""
-    model = resolve_model()
+def why_unusable(model: ChatModel | None) -> str | None:
+    """Why `model` (as `resolve_model` found it) cannot be called — `no_model` (none registered
+    or chosen) or `llm_api_key_missing` (its key variable is unset) — or None when it can."""
     if model is None:
         return "no_model"
     if not os.environ.get(api_key_env(model)):
         return "llm_api_key_missing"
     return None
+
+
+def unavailable_reason() -> str | None:
+    """Why no extraction can call a model now, or None when one can."""
+    return why_unusable(resolve_model())
 
 
 @functools.cache

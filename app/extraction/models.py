@@ -14,6 +14,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db_types import BigId, ProjectKey, Timestamp, iso, utcnow
 from app.extensions import db
+from app.paging import Page, PageRequest, paginate
 
 EVENT_ID_MAX = 128
 
@@ -46,6 +47,15 @@ class WebhookEvent(db.Model):
         return [(reason, count) for reason, count in db.session.execute(
             sa.select(cls.reason, sa.func.count()).group_by(cls.reason).order_by(cls.reason)
         )]
+
+
+# The webhook's statements, run on the raw write pool (app.rawdb).
+INSERT_EVENT = sa.insert(WebhookEvent.__table__).values(
+    {name: sa.bindparam(name) for name in ("event_id", "session_id", "user_id", "phase",
+                                           "reason", "received_at")})
+SET_EVENT_REASON = (sa.update(WebhookEvent.__table__)
+                    .where(WebhookEvent.__table__.c.event_id == sa.bindparam("key"))
+                    .values(reason=sa.bindparam("new_reason")))
 
 
 class JobOutcome(db.Model):
@@ -107,10 +117,9 @@ class JobOutcome(db.Model):
         }
 
     @classmethod
-    def page(cls, *, user_id: int | None = None, status: str | None = None,
-             kind: str | None = None, page: int = 1,
-             size: int = 20) -> tuple[Sequence[JobOutcome], int]:
-        """Newest first (insertion order), with the total matching."""
+    def page(cls, request: PageRequest, *, user_id: int | None = None,
+             status: str | None = None, kind: str | None = None) -> Page[JobOutcome]:
+        """Newest first (insertion order); filters are optional."""
         conditions = []
         if user_id is not None:
             conditions.append(cls.user_id == user_id)
@@ -118,12 +127,7 @@ class JobOutcome(db.Model):
             conditions.append(cls.status == status)
         if kind is not None:
             conditions.append(cls.kind == kind)
-        total = db.session.scalar(sa.select(sa.func.count()).select_from(cls).where(*conditions))
-        rows = db.session.scalars(
-            sa.select(cls).where(*conditions).order_by(cls.id.desc())
-            .offset((page - 1) * size).limit(size)
-        ).all()
-        return rows, total or 0
+        return paginate(sa.select(cls).where(*conditions).order_by(cls.id.desc()), request)
 
     @classmethod
     def counts(cls) -> list[tuple[str, str, str, int]]:

@@ -1,6 +1,6 @@
 """One outcome row per job: what became of it, why, at what cost, and what it changed.
 
-A succeeded job's outcome is written in the same transaction as its memory changes; a job that
+A finished job's outcome is written in the same transaction as its memory changes; a job that
 failed writes it in a transaction of its own after the rollback. The unique job id makes
 "exactly one" hold even when a killed worker's parent reports a job that had already finished.
 """
@@ -15,15 +15,27 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import IntegrityError
 
-from app.errors import InvalidInput
 from app.extensions import db
 from app.extraction.models import JobOutcome
-from app.memory.service import parse_paging
+from app.memory.memories import Learned
+from app.memory.rules import Group
+from app.unit_of_work import UnitOfWork
 
 if TYPE_CHECKING:
     from app.extraction.llm import Completion
 
 log = logging.getLogger(__name__)
+
+
+class JobKindName(StrEnum):
+    """The kinds of job (the outcome's `kind`)."""
+
+    EXTRACTION = "extraction"
+    CONSOLIDATION = "consolidation"
+
+
+# Jobs that could not run because of how the service is set up: an operator must act.
+CONFIGURATION_REASONS = frozenset({"no_model", "llm_api_key_missing"})
 
 
 class OutcomeStatus(StrEnum):
@@ -63,15 +75,24 @@ class Outcome:
     merges: int | None = None
     drops: int | None = None
     started: float = field(default_factory=time.monotonic)
-    # Not recorded: the groups an extraction inserted into or rewrote (None: the USER group),
-    # which the D15 trigger looks at.
-    written_groups: set[str | None] = field(default_factory=set)
+    # Not recorded: the groups an extraction inserted into or rewrote, which the D15 trigger
+    # looks at.
+    written_groups: set[Group] = field(default_factory=set)
 
     def count_tokens(self, completion: Completion) -> None:
         """The token usage the model reported for its answer."""
         self.prompt_tokens = completion.prompt_tokens
         self.completion_tokens = completion.completion_tokens
         self.total_tokens = completion.total_tokens
+
+    def add(self, learned: Learned) -> None:
+        """What an extraction changed."""
+        self.inserted += learned.inserted
+        self.touched += learned.touched
+        self.updated += learned.updated
+        self.dropped += learned.dropped
+        self.demoted += learned.demoted
+        self.written_groups |= learned.written_groups
 
     def finish(self, status: OutcomeStatus, reason: str) -> None:
         self.status, self.reason = status, reason
@@ -101,7 +122,8 @@ class Outcome:
 
     def log(self) -> None:
         """The structured line of a finished job: ids, result and counts, never content."""
-        level = logging.WARNING if self.status is OutcomeStatus.FAILED else logging.INFO
+        level = (logging.WARNING if self.status is OutcomeStatus.FAILED
+                 or self.reason in CONFIGURATION_REASONS else logging.INFO)
         if self.scope is not None:
             log.log(level, "event=job.finished kind=%s job=%s user=%s scope=%s project=%s "
                     "attempt=%d status=%s reason=%s model=%s rows_in=%s rows_out=%s merges=%s "
@@ -121,13 +143,13 @@ class Outcome:
 
 def record(outcome: Outcome) -> None:
     """Commit the outcome in a transaction of its own."""
-    outcome.stage()
-    try:
-        db.session.commit()
-    except IntegrityError:
-        db.session.rollback()
-        log.warning("event=job.outcome_exists kind=%s job=%s", outcome.kind, outcome.job_id)
-        return
+    with UnitOfWork() as uow:
+        outcome.stage()
+        try:
+            uow.commit()
+        except IntegrityError:
+            log.warning("event=job.outcome_exists kind=%s job=%s", outcome.kind, outcome.job_id)
+            return
     outcome.log()
 
 
@@ -142,18 +164,3 @@ def record_lost(kind: str, job_id: str, payload: dict[str, Any], *, attempts: in
                       started=time.monotonic() - ran_for_s)
     outcome.finish(OutcomeStatus.FAILED, reason)
     record(outcome)
-
-
-def list_page(*, user_id: int | None, status: Any, kind: Any, page: Any,
-              size: Any) -> dict[str, Any]:
-    """A page of outcomes for the admin API, newest first; filters are optional."""
-    if status is not None and status not in set(OutcomeStatus):
-        raise InvalidInput("outcome_status_invalid",
-                           f"status must be one of {', '.join(s.value for s in OutcomeStatus)}")
-    if kind is not None and (not isinstance(kind, str) or len(kind) > 32):
-        raise InvalidInput("outcome_kind_invalid", "kind must be a job kind such as extraction")
-    page_n, size_n = parse_paging(page, size)
-    rows, total = JobOutcome.page(user_id=user_id, status=status, kind=kind, page=page_n,
-                                  size=size_n)
-    return {"records": [r.to_dict() for r in rows], "total": total, "current": page_n,
-            "size": size_n}

@@ -24,16 +24,17 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from app.memory.rules import EXTRACT_MAX_ITEMS, EXTRACTED_CONTENT_MAX, length, normalize
+from app.memory.memories import Action, Merge, Plan
+from app.memory.rules import (
+    EXTRACT_MAX_ITEMS,
+    EXTRACTED_CONTENT_MAX,
+    ID_MAX,
+    MERGE_MIN_SOURCES,
+    length,
+    normalize,
+)
 
 _FENCE = re.compile(r"^```[A-Za-z]*[ \t]*\n?(.*?)\n?```$", re.DOTALL)
-MAX_ID = 2**63 - 1
-
-
-class Action(StrEnum):
-    INSERT = "insert"
-    TOUCH = "touch"
-    UPDATE = "update"
 
 
 class FactType(StrEnum):
@@ -72,7 +73,7 @@ def _strip_fence(text: str) -> str:
 def _existing_id(value: Any) -> int | None:
     if isinstance(value, str) and value.isascii() and value.isdigit():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_ID:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= ID_MAX:
         return None
     return value
 
@@ -132,37 +133,10 @@ def parse(text: str) -> Parsed:
 
 # ---- consolidation (D15) -----------------------------------------------------------------
 
-MERGE_MIN_SOURCES = 2
-
-
 class Op(StrEnum):
     MERGE = "merge"
     KEEP = "keep"
     DROP = "drop"
-
-
-@dataclass(frozen=True)
-class Merge:
-    source_ids: tuple[int, ...]
-    content: str  # normalized, at most EXTRACTED_CONTENT_MAX code points
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A validated plan: every id belongs to the group's input and appears once."""
-
-    merges: list[Merge]
-    keeps: list[int]
-    drops: list[int]
-
-    @property
-    def referenced(self) -> list[int]:
-        """Every row the plan names; the writes re-check them all under lock."""
-        return [i for m in self.merges for i in m.source_ids] + self.keeps + self.drops
-
-    @property
-    def changes_anything(self) -> bool:
-        return bool(self.merges or self.drops)
 
 
 def _operation(item: Any) -> tuple[Op, list[int], Any]:

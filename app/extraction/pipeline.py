@@ -1,35 +1,36 @@
-"""The extraction rules (seed §5.6, §10.1, §10.2), applied to one finished task.
+"""The extraction rules (seed §5.6, §10.1, §10.2) for one finished task: read the inputs, ask the
+model, hand what it answered to the domain.
 
-Read phase: toggle (D9), input (D8), short-circuit (D11), model (D10), comparison and negative
-sets (D13). Then one chat completion with no transaction open. Then the write phase, under the
-user's row lock so the 200 ACTIVE cap is exact however many workers run: every candidate goes
-through the D13 protocol and D14, and the changes are left staged for the caller to commit
-together with the outcome, so a job either changes everything it decided or nothing.
+1. `read_inputs`: the toggle re-checked (D9), the two texts (D8), the short-circuit (D11, no LLM
+   call), the model (D10) and whether it can run, the comparison and negative sets (D13).
+2. `ask_model`: one chat completion and its parsing — the runner calls it with no transaction
+   open; a timeout or an invalid answer abandons the run (seed §5.6 step 4).
+3. `hand_over`: the checked candidates, placed in their groups (a project fact of a session
+   without a valid project key becomes a USER fact), go to `UserMemories.learn`, which applies
+   D3, D13 and D14 under the user's lock.
+
+The runner owns the transactions around these steps; nothing here commits.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from datetime import timedelta
+from dataclasses import dataclass
 from typing import Any
 
-import sqlalchemy as sa
 from flask import current_app
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
-from app.auth.models import User
-from app.db_types import utcnow
-from app.extensions import db
 from app.extraction import llm, parser, prompt
-from app.extraction.models import ConsolidationState
 from app.extraction.outcomes import Outcome, OutcomeStatus
-from app.extraction.parser import Action, Candidate, FactType
-from app.extraction.prompt import KnownMemory
-from app.memory import rules
-from app.memory.models import MemoryItem, UserMemoryPreference
-from app.memory.rules import Scope, Source, Status
+from app.extraction.parser import Candidate, FactType
+from app.memory import repository, rules
+from app.memory.events import Actor
+from app.memory.memories import Fact, UserMemories
+from app.memory.repository import Known
+from app.memory.rules import USER_GROUP, Group
 from app.memory.service import bot_project_keys
+from app.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
 
@@ -54,18 +55,33 @@ class ExtractionJob:
 
 
 @dataclass(frozen=True)
-class Known:
-    """What the model is shown: the comparison set (with ids) and the negative set."""
+class Inputs:
+    """What the model is shown, and where its facts may go."""
 
-    comparison: list[KnownMemory]
-    dismissed: list[str]
-    degraded: bool = False
+    model: llm.ChatModel
+    project_group: Group | None  # None: the session has no valid project key
+    comparison: list[Known]  # with ids: what the model may touch or update (D13)
+    dismissed: list[str]  # the negative set, without ids
+    messages: list[dict[str, str]]
+    degraded: bool = False  # the sets could not be read (seed §10.6: degrade, do not block)
 
-    def ids_in(self, project_key: str | None) -> set[int]:
-        """Ids the model may reference for a candidate of this group (None: the USER group)."""
-        scope = Scope.USER if project_key is None else Scope.PROJECT
-        return {m.id for m in self.comparison
-                if m.scope == scope and m.project_key == (project_key or "")}
+    def references(self) -> dict[Group, set[int]]:
+        """Per group, the ids a candidate of that group may name."""
+        ids: dict[Group, set[int]] = {}
+        for memory in self.comparison:
+            ids.setdefault(memory.group, set()).add(memory.id)
+        return ids
+
+
+def runnable_model(outcome: Outcome) -> llm.ChatModel | None:
+    """The model to call (D10), or None — with the outcome skipped for that reason — when none
+    is configured or its key is missing: configuration, not a failure of the job."""
+    model = llm.resolve_model()
+    reason = llm.why_unusable(model)
+    if reason is not None:
+        outcome.finish(OutcomeStatus.SKIPPED, reason)
+        return None
+    return model
 
 
 def _clip(text: str) -> str:
@@ -73,239 +89,77 @@ def _clip(text: str) -> str:
     return text.strip()[:rules.EXTRACT_INPUT_MAX]
 
 
-def _known(user_id: int, project_key: str | None) -> Known:
+def _known(uow: UnitOfWork, user_id: int, groups: list[Group]) -> tuple[list[Known], list[str],
+                                                                         bool]:
     try:
-        rows = MemoryItem.comparison_set(user_id, project_key)
-        dismissed = MemoryItem.negative_set(user_id, project_key)
+        return (repository.comparison_set(user_id, groups),
+                repository.negative_set(user_id, groups), False)
     except SQLAlchemyError as exc:
         # Seed §10.1/§10.6: a failed read degrades, it does not block. With an empty comparison
         # set every touch/update is unreferenceable and the exact-hash pre-check is the dedup.
-        db.session.rollback()
+        uow.rollback()
         log.warning("event=extraction.comparison_set_failed user=%s error=%s", user_id,
                     type(exc).__name__)
-        return Known([], [], degraded=True)
-    return Known([KnownMemory(r.id, r.scope, r.project_key, r.content) for r in rows],
-                 dismissed)
+        return [], [], True
 
 
-def extract(job: ExtractionJob, outcome: Outcome) -> None:
-    """Run the rules for one job, filling `outcome`; memory changes are left uncommitted."""
-    if not UserMemoryPreference.auto_capture_enabled_for(job.user_id):
+def read_inputs(uow: UnitOfWork, job: ExtractionJob, outcome: Outcome) -> Inputs | None:
+    """The inputs of the model call, or None when the job ends here (`outcome` says why)."""
+    if not repository.auto_capture_enabled(job.user_id):
         outcome.finish(OutcomeStatus.SKIPPED, "auto_capture_disabled")  # re-checked (D9)
-        return
+        return None
     user_text, assistant_text = job.user_message or "", job.assistant_message or ""
     if not rules.normalize(user_text) or not rules.normalize(assistant_text):
         outcome.finish(OutcomeStatus.SKIPPED, "missing_message")
-        return
+        return None
     if rules.length(rules.normalize(user_text)) < rules.EXTRACT_MIN_USER_MESSAGE:
         outcome.finish(OutcomeStatus.SKIPPED, "user_message_too_short")  # D11: no LLM call
-        return
-    model = llm.resolve_model()
+        return None
+    model = runnable_model(outcome)
     if model is None:
-        outcome.finish(OutcomeStatus.SKIPPED, "no_model")
-        return
+        return None
     project_key = rules.valid_project_key(job.project_key, bot_project_keys())
-    known = _known(job.user_id, project_key)
-    # Nothing stays open while the model thinks: no connection, no transaction, no lock.
-    db.session.close()
-
-    messages = prompt.build_messages(project_key=project_key, comparison=known.comparison,
-                                     dismissed=known.dismissed, user_message=_clip(user_text),
+    project_group = None if project_key is None else Group(project_key)
+    groups = [USER_GROUP] if project_group is None else [USER_GROUP, project_group]
+    comparison, dismissed, degraded = _known(uow, job.user_id, groups)
+    messages = prompt.build_messages(project_key=project_key, comparison=comparison,
+                                     dismissed=dismissed, user_message=_clip(user_text),
                                      assistant_message=_clip(assistant_text))
-    outcome.model, outcome.prompt_chars = model.model, prompt.prompt_chars(messages)
+    return Inputs(model, project_group, comparison, dismissed, messages, degraded)
+
+
+def ask_model(inputs: Inputs, outcome: Outcome) -> parser.Parsed | None:
+    """One chat completion, parsed; None when the run is abandoned (`outcome` says why)."""
+    outcome.model, outcome.prompt_chars = inputs.model.model, prompt.prompt_chars(inputs.messages)
     try:
-        completion = llm.complete(model, messages, current_app.config["MEMORY_LLM_TIMEOUT_S"])
+        completion = llm.complete(inputs.model, inputs.messages,
+                                  current_app.config["MEMORY_LLM_TIMEOUT_S"])
         outcome.count_tokens(completion)
-        parsed = parser.parse(completion.text)
+        return parser.parse(completion.text)
     except (llm.LlmTimeout, llm.LlmInvalidResponse, parser.InvalidOutput) as exc:
         outcome.finish(OutcomeStatus.ABANDONED, exc.reason)  # seed §5.6 step 4: give up quietly
-        return
+        return None
 
+
+def _fact(candidate: Candidate, project_group: Group | None) -> Fact:
+    # Project facts of a session without a valid project key are stored as USER facts.
+    group = project_group if candidate.type is FactType.PROJECT and project_group else USER_GROUP
+    return Fact(candidate.action, group, candidate.content, candidate.existing_id)
+
+
+def hand_over(uow: UnitOfWork, job: ExtractionJob, inputs: Inputs, parsed: parser.Parsed,
+              outcome: Outcome) -> None:
+    """The model's candidates to the domain; the outcome's counts from what it changed."""
     outcome.dropped = parsed.dropped
     if parsed.candidates:
-        _Writes(job, outcome).apply(parsed.candidates, project_key, known)
-    if known.degraded:
+        memories = UserMemories(uow, job.user_id, Actor.EXTRACTION, job.session_id)
+        learned = memories.learn([_fact(c, inputs.project_group) for c in parsed.candidates],
+                                 inputs.references())
+        outcome.add(learned)
+    if inputs.degraded:
         reason = "comparison_set_unavailable"
     elif not parsed.candidates and not parsed.dropped:
         reason = "nothing_to_remember"
     else:
         reason = "applied"
     outcome.finish(OutcomeStatus.SUCCEEDED, reason)
-
-
-def warm_up() -> None:
-    """Run each statement of a job once, for a user who does not exist, and roll it all back.
-
-    SQLAlchemy compiles a statement the first time a process runs it and caches the result.
-    The RQ worker forks a work horse per job, and what a horse compiles dies with it: called in
-    the worker before it forks, this gives every horse a warm cache (without it, compiling cost
-    each job about as much as the rest of its database work).
-    """
-    nobody, group = 0, "warm-up"
-    job = ExtractionJob(user_id=nobody, session_id=0, event_id=None, project_key=group,
-                        user_message=None, assistant_message=None)
-    outcome = Outcome(kind="extraction", job_id="warm-up", user_id=nobody, attempts=1)
-    try:
-        UserMemoryPreference.auto_capture_enabled_for(nobody)
-        llm.resolve_model()
-        known = _known(nobody, group)
-        writes = _Writes(job, outcome)
-        writes.apply([Candidate(FactType.PROJECT, Action.INSERT, None, "warm-up")], group, known)
-        writes.demote(nobody)
-        for key in (None, group):  # a group's conditions differ in shape: USER vs a project
-            writes.touch_referenced(nobody, key)
-            writes.update(nobody, key, "warm-up")
-            MemoryItem.stale_machine_row(nobody, key, writes.written)
-            MemoryItem.group_active_counts(nobody, key)
-        ConsolidationState.cooling_down(nobody, utcnow(), timedelta(0))  # the D15 trigger's
-        outcome.finish(OutcomeStatus.SKIPPED, "warm_up")
-        outcome.stage()
-        db.session.flush()
-    finally:
-        db.session.rollback()
-
-
-def _scope_of(project_key: str | None) -> Scope:
-    return Scope.USER if project_key is None else Scope.PROJECT
-
-
-@dataclass
-class _Writes:
-    """The write phase of one job: Core statements in the caller's transaction."""
-
-    job: ExtractionJob
-    outcome: Outcome
-    active: int = 0
-    written: set[int] = field(default_factory=set)  # rows this run inserted or confirmed
-
-    def apply(self, candidates: list[Candidate], project_key: str | None, known: Known) -> None:
-        # Serializes with every other writer that can grow this user's ACTIVE count (manual
-        # create/restore, other jobs): the count below stays exact until our commit.
-        User.lock(self.job.user_id)
-        self.active = MemoryItem.count_active(self.job.user_id)
-        for candidate in candidates:
-            # Project facts of a session without a valid project key are stored as USER facts.
-            key = project_key if candidate.type is FactType.PROJECT else None
-            if candidate.action is Action.INSERT:
-                self.insert(key, candidate.content)
-            elif candidate.existing_id not in known.ids_in(key):
-                # MANUAL, DISMISSED, another group's or an unknown id: dropped, never an insert.
-                self.outcome.dropped += 1
-            elif candidate.action is Action.TOUCH:
-                self.touch_referenced(candidate.existing_id, key)
-            else:
-                self.update(candidate.existing_id, key, candidate.content)
-
-    # ---- statements ------------------------------------------------------------------
-
-    def _same_group_machine_row(self, project_key: str | None) -> list[Any]:
-        """Re-checked in the write itself: the row may have changed since the model saw it."""
-        return [MemoryItem.machine_made(),
-                MemoryItem.scope == _scope_of(project_key),
-                MemoryItem.project_key == (project_key or "")]
-
-    def _touch(self, item_id: int, *conditions: Any) -> bool:
-        """Move updated_at only (a re-confirmation); False when the row is no longer ACTIVE."""
-        result = db.session.execute(
-            sa.update(MemoryItem)
-            .where(MemoryItem.id == item_id, MemoryItem.user_id == self.job.user_id,
-                   MemoryItem.status == Status.ACTIVE, *conditions)
-            .values(updated_at=utcnow()).execution_options(synchronize_session=False))
-        if result.rowcount != 1:
-            return False
-        self.outcome.touched += 1
-        self.written.add(item_id)
-        return True
-
-    def _hit(self, digest: str) -> bool:
-        """The exact-hash pre-check: ACTIVE → touch, DISMISSED → skipped, never resurrected."""
-        row = db.session.execute(
-            sa.select(MemoryItem.id, MemoryItem.status)
-            .where(MemoryItem.user_id == self.job.user_id, MemoryItem.dedup_hash == digest)
-        ).first()
-        if row is None:
-            return False
-        if row.status != Status.ACTIVE or not self._touch(row.id):
-            self.outcome.dropped += 1  # D3
-        return True
-
-    def touch_referenced(self, item_id: int, project_key: str | None) -> None:
-        if not self._touch(item_id, *self._same_group_machine_row(project_key)):
-            self.outcome.dropped += 1
-
-    def update(self, item_id: int, project_key: str | None, content: str | None) -> None:
-        assert content is not None
-        conditions = [MemoryItem.id == item_id, MemoryItem.user_id == self.job.user_id,
-                      MemoryItem.status == Status.ACTIVE,
-                      *self._same_group_machine_row(project_key)]
-        current = db.session.scalar(sa.select(MemoryItem.dedup_hash).where(*conditions))
-        if current is None:
-            self.outcome.dropped += 1
-            return
-        digest = rules.dedup_hash(_scope_of(project_key), project_key, content)
-        clash = db.session.scalar(sa.select(MemoryItem.id).where(
-            MemoryItem.user_id == self.job.user_id, MemoryItem.dedup_hash == digest))
-        if digest == current or clash is not None:
-            # Same wording, or another row already says it: re-confirm instead (seed §10.1).
-            self.touch_referenced(item_id, project_key)
-            return
-        try:
-            db.session.execute(
-                sa.update(MemoryItem).where(*conditions)
-                .values(content=content, dedup_hash=digest, updated_at=utcnow())
-                .execution_options(synchronize_session=False))
-        except IntegrityError:
-            # A concurrent manual edit took this wording first: the clash branch after all.
-            self.touch_referenced(item_id, project_key)
-            return
-        self.outcome.updated += 1
-        self.outcome.written_groups.add(project_key)
-        self.written.add(item_id)
-
-    def insert(self, project_key: str | None, content: str | None) -> None:
-        assert content is not None
-        scope = _scope_of(project_key)
-        digest = rules.dedup_hash(scope, project_key, content)
-        if self._hit(digest):
-            return
-        stale = None
-        if self.active >= rules.ACTIVE_PER_USER_MAX:
-            # D14: make room by demoting the group's oldest machine-made row, one per insert,
-            # at most EXTRACT_MAX_ITEMS per run; no such row → this insert is dropped.
-            if self.outcome.demoted < rules.EXTRACT_MAX_ITEMS:
-                stale = MemoryItem.stale_machine_row(self.job.user_id, project_key, self.written)
-            if stale is None:
-                log.info("event=extraction.insert_dropped user=%s session=%s reason=pool_full",
-                         self.job.user_id, self.job.session_id)
-                self.outcome.dropped += 1
-                return
-        now = utcnow()
-        try:
-            result = db.session.execute(sa.insert(MemoryItem).values(
-                user_id=self.job.user_id, scope=scope.value, project_key=project_key or "",
-                content=content, source=Source.AUTO.value, status=Status.ACTIVE.value,
-                dedup_hash=digest, origin_session_id=self.job.session_id, created_at=now,
-                updated_at=now))
-        except IntegrityError:
-            # Same content written concurrently (outside the user lock: a manual edit): the
-            # hit branch after all, never a failed job.
-            if not self._hit(digest):
-                self.outcome.dropped += 1
-            return
-        self.outcome.inserted += 1
-        self.outcome.written_groups.add(project_key)
-        self.active += 1
-        self.written.add(result.inserted_primary_key[0])
-        if stale is not None:
-            self.demote(stale)
-
-    def demote(self, item_id: int) -> None:
-        """D14 soft demotion: DISMISSED (visible and restorable), updated_at moved."""
-        result = db.session.execute(
-            sa.update(MemoryItem)
-            .where(MemoryItem.id == item_id, MemoryItem.status == Status.ACTIVE)
-            .values(status=Status.DISMISSED.value, updated_at=utcnow())
-            .execution_options(synchronize_session=False))
-        # Zero rows: the user dismissed or deleted it meanwhile; the slot is free either way.
-        self.active -= 1
-        self.outcome.demoted += result.rowcount

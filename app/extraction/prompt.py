@@ -13,15 +13,9 @@ with merge/keep/drop operations that `parser.parse_plan` reads.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from app.memory.rules import (
-    EXTRACT_MAX_ITEMS,
-    EXTRACTED_CONTENT_MAX,
-    Scope,
-    group_label,
-    normalize,
-)
+from app.memory.repository import Known
+from app.memory.rules import EXTRACT_MAX_ITEMS, EXTRACTED_CONTENT_MAX, Group, normalize
 
 SYSTEM_PROMPT = f"""你是长期记忆抽取器。\
 输入是一次已完成任务的最后一轮对话(用户消息与助手的最终答复),以及这位用户已有的记忆。请找出值得长期记住的事实,并判断它与已有记忆的关系。
@@ -66,22 +60,11 @@ NOTHING = "(无)"
 NO_PROJECT = "(无:本次会话不属于任何项目,只能输出 type=user)"
 
 
-@dataclass(frozen=True)
-class KnownMemory:
-    """A comparison-set row as the model sees it."""
-
-    id: int
-    scope: str
-    project_key: str
-    content: str
+def _existing_line(memory: Known) -> str:
+    return f"- id={memory.id} {memory.group.label} {normalize(memory.content)}"
 
 
-def _existing_line(memory: KnownMemory) -> str:
-    label = group_label(memory.scope, memory.project_key)
-    return f"- id={memory.id} {label} {normalize(memory.content)}"
-
-
-def build_messages(*, project_key: str | None, comparison: Sequence[KnownMemory],
+def build_messages(*, project_key: str | None, comparison: Sequence[Known],
                    dismissed: Sequence[str], user_message: str,
                    assistant_message: str) -> list[dict[str, str]]:
     """The chat messages of one extraction call."""
@@ -124,13 +107,10 @@ CONSOLIDATION_USER_PROMPT = """分组:{group}
 {rows}"""
 
 
-def build_consolidation_messages(*, project_key: str | None, budget: int,
+def build_consolidation_messages(*, group: Group, budget: int,
                                  rows: Sequence[tuple[int, str]]) -> list[dict[str, str]]:
-    """The chat messages of one consolidation call: a group (None: USER) and its (id, content)
-    rows."""
+    """The chat messages of one consolidation call: a group and its (id, content) rows."""
     lines = "\n".join(f"- id={item_id} {normalize(content)}" for item_id, content in rows)
-    scope = Scope.USER if project_key is None else Scope.PROJECT
-    user = CONSOLIDATION_USER_PROMPT.format(group=group_label(scope, project_key),
-                                            budget=budget, rows=lines)
+    user = CONSOLIDATION_USER_PROMPT.format(group=group.label, budget=budget, rows=lines)
     return [{"role": "system", "content": CONSOLIDATION_SYSTEM_PROMPT},
             {"role": "user", "content": user}]

@@ -1,15 +1,17 @@
-"""The `memory` job queue: RQ on Redis when REDIS_URL is set, one in-process thread otherwise.
+"""The `memory` job queue, as transport: RQ on Redis when REDIS_URL is set, one in-process
+thread otherwise.
 
-Both run the same job code (`JobKind.run`). RQ reaches it through the thin entry points in
-`jobs/`, imported by dotted path in the worker; payloads are plain dicts of ids and text, never
-ORM objects. The queue also owns the per-session lock, because what makes two jobs of a session
+It carries a job of a kind with its payload (plain ids and text, never ORM objects) and knows
+nothing of what jobs do: the kinds are defined in `jobs/` and handed to the app by
+`jobs.init_app` (`job_kinds()`), so nothing in `app/` names a job by string. RQ enqueues a kind's
+entry point by its dotted path and a worker runs it; the embedded thread calls the kind's `run`
+directly. The queue also owns the per-session lock, because what makes two jobs of a session
 overlap is how jobs are run: across RQ workers only a Redis lock can stop it, while the embedded
 thread runs one job at a time anyway.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
 import threading
@@ -34,9 +36,6 @@ SESSION_LOCK_PREFIX = "memory:session-lock:"
 RESULT_TTL_S = 24 * 3600
 FAILURE_TTL_S = 7 * 24 * 3600
 
-# Records the outcome of a job whose worker died (jobs/worker.py).
-ABANDONED_CALLBACK = "jobs.worker.record_abandoned"
-
 Payload = dict[str, Any]
 # Payload fields RQ's description of a job shows (its log line): ids, never text.
 _DESCRIBED = (("user", "user_id"), ("session", "session_id"), ("group", "scope"))
@@ -51,20 +50,24 @@ class JobResult:
 
 @dataclass(frozen=True)
 class JobKind:
+    """A kind of job (defined in `jobs/`)."""
+
     name: str  # the outcome's `kind`
-    entry_point: str  # the RQ function, in jobs/
-    run: str  # "module:function" (payload, attempt, job_id) -> JobResult
-
-    def runner(self) -> Callable[[Payload, int, str], JobResult]:
-        module, _, function = self.run.partition(":")
-        return getattr(importlib.import_module(module), function)
+    entry_point: Callable[[Payload], Any]  # what an RQ worker runs
+    run: Callable[[Payload, int, str], JobResult]  # one attempt: (payload, attempt, job id)
 
 
-EXTRACTION = JobKind("extraction", "jobs.extraction.extract_memories",
-                     "app.extraction.runner:run_extraction")
-# D15: enqueued by an extraction that persisted something (app.extraction.trigger).
-CONSOLIDATION = JobKind("consolidation", "jobs.consolidation.consolidate_memories",
-                        "app.extraction.runner:run_consolidation")
+@dataclass(frozen=True)
+class JobKinds:
+    """The kinds the app enqueues, and what RQ calls when a worker died under a job."""
+
+    extraction: JobKind
+    consolidation: JobKind
+    on_failure: Callable[..., Any]
+
+
+def job_kinds() -> JobKinds:
+    return current_app.extensions["memory_job_kinds"]
 
 
 class SessionBusy(Exception):
@@ -124,7 +127,7 @@ class RedisJobQueue:
                 kind.entry_point, args=(payload,), job_id=job_id, unique=True,
                 timeout=self.timing.job_timeout_s, result_ttl=RESULT_TTL_S,
                 failure_ttl=FAILURE_TTL_S, meta={"kind": kind.name},
-                on_failure=rq.Callback(ABANDONED_CALLBACK),
+                on_failure=rq.Callback(job_kinds().on_failure),
                 # What RQ logs for the job: ids only, never the conversation in the payload.
                 description=" ".join([kind.name, *(f"{name}={payload[key]}" for name, key in
                                                    _DESCRIBED if key in payload)]),
@@ -188,7 +191,7 @@ class InProcessJobQueue:
         result = JobResult()
         try:
             with self.app.app_context():
-                result = kind.runner()(payload, attempt, job_id)
+                result = kind.run(payload, attempt, job_id)
         except Exception:
             # The job has recorded its failed outcome; the thread must live on for the next.
             log.exception("event=job.crashed kind=%s job=%s attempt=%d", kind.name, job_id,

@@ -1,27 +1,38 @@
-"""The jobs as the queue runs them: one transaction, retries, the outcome.
+"""The jobs as the queue runs them: their transactions, retries and the outcome.
 
-Same code under RQ (through `jobs/`) and in the embedded thread. An extraction holds its
-session's lock; its memory changes and its outcome commit together, and once committed with
-something new it may start a D15 consolidation (`trigger`). A consolidation works on one group
-and commits its changes with its outcome the same way. Any failure rolls the changes back and
-records a failed outcome on its own. Transient trouble (LLM connection, 429, 5xx; the session
-lock held too long) asks the queue for another attempt after a backoff delay, without an outcome
-until the last attempt.
+This is the job side's transaction boundary (the web request's is the service call): the same
+code runs under RQ (through `jobs/`) and in the embedded thread. An extraction holds its
+session's lock; it reads its inputs in one transaction, asks the model with none open, then
+applies the answer and records the outcome in a second one, so the job changes everything it
+decided or nothing. Once that committed something new, it may start a D15 consolidation
+(`trigger`), which works on one group and commits its changes with its outcome the same way. Any
+failure rolls the changes back and records a failed outcome on its own. Transient trouble (LLM
+connection, 429, 5xx; the session lock held too long) asks the queue for another attempt after a
+backoff delay, without an outcome until the last attempt.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from typing import Any
 
 from flask import current_app
+from redis.exceptions import RedisError
+from sqlalchemy.exc import SQLAlchemyError
 
+from app.db_types import utcnow
 from app.extensions import db
-from app.extraction import consolidation, pipeline, trigger
+from app.extraction import consolidation, parser, pipeline, trigger
 from app.extraction.llm import LlmError, LlmTransientError
-from app.extraction.outcomes import Outcome, OutcomeStatus, record
-from app.extraction.queue import CONSOLIDATION, EXTRACTION, JobResult, SessionBusy, memory_queue
+from app.extraction.models import ConsolidationState
+from app.extraction.outcomes import JobKindName, Outcome, OutcomeStatus, record
+from app.extraction.queue import JobResult, SessionBusy, memory_queue
+from app.memory import repository, rules
+from app.memory.memories import GroupChanged
+from app.memory.rules import Group
+from app.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
 
@@ -38,32 +49,27 @@ def _fail(outcome: Outcome, reason: str) -> None:
     try:
         record(outcome)
     except Exception:
-        db.session.rollback()
         log.exception("event=job.outcome_lost kind=%s job=%s", outcome.kind, outcome.job_id)
 
 
 def _attempt(outcome: Outcome, attempt: int, work: Callable[[], None]) -> JobResult:
-    """Run one attempt's `work` (which commits its changes with the outcome) and turn its
-    failures into a retry or a failed outcome."""
+    """Run one attempt's `work` (which commits its changes with the outcome, or rolls back) and
+    turn its failures into a retry or a failed outcome."""
     try:
         work()
     except (LlmTransientError, SessionBusy) as exc:
-        db.session.rollback()
-        reason = exc.reason
         delay = retry_delay(attempt)
         if delay is not None:
             log.warning("event=job.retry kind=%s job=%s user=%s session=%s attempt=%d "
                         "reason=%s retry_in_s=%d", outcome.kind, outcome.job_id,
-                        outcome.user_id, outcome.session_id, attempt, reason, delay)
+                        outcome.user_id, outcome.session_id, attempt, exc.reason, delay)
             return JobResult(retry_in=delay)
-        _fail(outcome, reason)
+        _fail(outcome, exc.reason)
         raise
     except LlmError as exc:
-        db.session.rollback()
         _fail(outcome, exc.reason)
         raise
     except Exception:
-        db.session.rollback()
         _fail(outcome, "internal_error")
         raise
     outcome.log()
@@ -73,32 +79,95 @@ def _attempt(outcome: Outcome, attempt: int, work: Callable[[], None]) -> JobRes
 def run_extraction(payload: dict[str, Any], attempt: int, job_id: str) -> JobResult:
     """One attempt of an extraction job."""
     job = pipeline.ExtractionJob.from_payload(payload)
-    outcome = Outcome(kind=EXTRACTION.name, job_id=job_id, user_id=job.user_id,
+    outcome = Outcome(kind=JobKindName.EXTRACTION, job_id=job_id, user_id=job.user_id,
                       attempts=attempt, event_id=job.event_id, session_id=job.session_id)
 
     def work() -> None:
         with memory_queue().session_lock(job.session_id):
-            pipeline.extract(job, outcome)
-            outcome.stage()
-            db.session.commit()
+            with UnitOfWork() as uow:
+                inputs = pipeline.read_inputs(uow, job, outcome)
+            # The read transaction has ended: nothing stays open while the model thinks.
+            parsed = pipeline.ask_model(inputs, outcome) if inputs is not None else None
+            with UnitOfWork() as uow:
+                if parsed is not None:
+                    pipeline.hand_over(uow, job, inputs, parsed, outcome)
+                outcome.stage()
+                uow.commit()
 
     result = _attempt(outcome, attempt, work)
     # Committed: `outcome.persisted` says whether this run taught the memories something new,
     # which is what D15 waits for.
     if outcome.persisted:
-        trigger.after_extraction(job.user_id, outcome.written_groups)
+        _consolidate_if_due(job.user_id, outcome.written_groups)
     return result
+
+
+def _consolidate_if_due(user_id: int, written_groups: set[Group]) -> None:
+    """The D15 trigger, in a transaction of its own. The extraction is committed already: a
+    failure here is logged and costs nothing but this consolidation."""
+    try:
+        with UnitOfWork() as uow:
+            if trigger.after_extraction(user_id, written_groups):
+                uow.commit()
+    except (SQLAlchemyError, RedisError) as exc:
+        log.warning("event=consolidation.trigger_failed user=%s error=%s", user_id,
+                    type(exc).__name__)
 
 
 def run_consolidation(payload: dict[str, Any], attempt: int, job_id: str) -> JobResult:
     """One attempt of a consolidation job (one group of one user)."""
     job = consolidation.ConsolidationJob.from_payload(payload)
-    outcome = Outcome(kind=CONSOLIDATION.name, job_id=job_id, user_id=job.user_id,
-                      attempts=attempt, scope=job.scope.value, project_key=job.project_key)
+    outcome = Outcome(kind=JobKindName.CONSOLIDATION, job_id=job_id, user_id=job.user_id,
+                      attempts=attempt, scope=job.group.scope.value,
+                      project_key=job.group.project_key)
 
     def work() -> None:
-        consolidation.consolidate(job, outcome)
-        outcome.stage()
-        db.session.commit()
+        with UnitOfWork():
+            inputs = consolidation.read_inputs(job, outcome)
+        plan = consolidation.ask_model(inputs, outcome) if inputs is not None else None
+        with UnitOfWork() as uow:
+            if plan is not None:
+                try:
+                    consolidation.hand_over(uow, job, inputs, plan, outcome)
+                except GroupChanged as exc:
+                    uow.rollback()  # nothing of the plan stays; the outcome still goes in
+                    outcome.finish(OutcomeStatus.ABANDONED, exc.reason)
+            outcome.stage()
+            uow.commit()
 
     return _attempt(outcome, attempt, work)
+
+
+def warm_up() -> None:
+    """Rehearse an extraction for a user that does not exist, and roll all of it back.
+
+    SQLAlchemy compiles a statement the first time a process runs it, and a forked work horse
+    compiles into a cache that dies with it. The worker calls this before it forks, so every
+    horse starts with an extraction's statements compiled (the worker bench: ~20 ms less per
+    forked job). It runs the pipeline's own steps, not copies of their statements.
+    """
+    nobody = 0
+    job = pipeline.ExtractionJob(nobody, session_id=0, event_id=None, project_key="warm-up",
+                                 user_message="warm-up " * rules.EXTRACT_MIN_USER_MESSAGE,
+                                 assistant_message="warm-up")
+    outcome = Outcome(kind=JobKindName.EXTRACTION, job_id="warm-up", user_id=nobody,
+                      attempts=1)
+    with UnitOfWork() as uow:  # never committed
+        repository.set_auto_capture(nobody, True, utcnow())
+        # Two rounds, as the model would answer them: insert a fact of each group, then touch
+        # and reword what the first round wrote.
+        for answer in (lambda ids: [{"type": "user", "content": "warm-up"},
+                                    {"type": "project", "content": "warm-up"}],
+                       lambda ids: [{"type": "user", "action": "touch", "existingId": ids[0]},
+                                    {"type": "project", "action": "update",
+                                     "existingId": ids[-1], "content": "warm-up again"}]):
+            inputs = pipeline.read_inputs(uow, job, outcome)
+            if inputs is None:
+                return  # no usable model: every job stops here too
+            ids = [memory.id for memory in inputs.comparison] or [0]
+            parsed = parser.parse(json.dumps(answer(ids)))
+            pipeline.hand_over(uow, job, inputs, parsed, outcome)
+        trigger.groups_due(nobody, outcome.written_groups)
+        ConsolidationState.cooling_down(nobody, utcnow(), trigger.COOLDOWN)
+        outcome.stage()
+        db.session.flush()

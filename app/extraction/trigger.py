@@ -12,8 +12,9 @@ nothing to merge and is left out. One job per group, so each has one LLM call, o
 one outcome and its own retries.
 
 The cooldown lives in the database (`ConsolidationState`), claimed by a conditional statement in
-the same transaction that enqueues the jobs: it holds across workers and restarts, two workers
-cannot both pass it, and when Redis refuses the jobs the rollback gives the claim back.
+the caller's transaction, which also enqueues the jobs and commits only when they are all
+queued: it holds across workers and restarts, two workers cannot both pass it, and when Redis
+refuses the jobs the rollback gives the claim back.
 """
 
 from __future__ import annotations
@@ -22,69 +23,49 @@ import logging
 from collections.abc import Collection
 from datetime import timedelta
 
-from redis.exceptions import RedisError
-from sqlalchemy.exc import SQLAlchemyError
-
 from app.db_types import utcnow
-from app.extensions import db
 from app.extraction.consolidation import ConsolidationJob
 from app.extraction.models import ConsolidationState
-from app.extraction.parser import MERGE_MIN_SOURCES
-from app.extraction.queue import CONSOLIDATION, memory_queue
-from app.memory import rules
-from app.memory.models import MemoryItem
-from app.memory.rules import Scope
+from app.extraction.queue import job_kinds, memory_queue
+from app.memory import repository, rules
+from app.memory.rules import Group
 
 log = logging.getLogger(__name__)
 
 COOLDOWN = timedelta(hours=rules.CONSOLIDATE_COOLDOWN_HOURS)
 
 
-def groups_due(user_id: int, written_groups: Collection[str | None]) -> list[str | None]:
-    """The written groups that need consolidating (None: the USER group), USER first."""
-    pool_over = MemoryItem.count_active(user_id) > rules.CONSOLIDATE_ACTIVE_THRESHOLD
-    due: list[str | None] = []
-    for key in sorted(written_groups, key=lambda k: (k is not None, k or "")):
-        machine_rows, other_rows = MemoryItem.group_active_counts(user_id, key)
-        scope = Scope.USER if key is None else Scope.PROJECT
-        over_target = machine_rows + other_rows > rules.consolidation_target(scope)
-        if machine_rows >= MERGE_MIN_SOURCES and (pool_over or over_target):
-            due.append(key)
+def groups_due(user_id: int, written_groups: Collection[Group]) -> list[Group]:
+    """The written groups that need consolidating, USER first."""
+    pool_over = repository.count_active(user_id) > rules.CONSOLIDATE_ACTIVE_THRESHOLD
+    due: list[Group] = []
+    for group in sorted(written_groups, key=lambda g: (g.project_key is not None, g.key)):
+        machine_rows, other_rows = repository.group_counts(user_id, group)
+        over_target = machine_rows + other_rows > group.consolidation_target
+        if machine_rows >= rules.MERGE_MIN_SOURCES and (pool_over or over_target):
+            due.append(group)
     return due
 
 
-def after_extraction(user_id: int, written_groups: Collection[str | None]) -> list[str]:
-    """Enqueue consolidation of the due groups when the cooldown allows; the job ids.
-
-    The extraction is committed already: a failure here is logged and costs nothing but this
-    consolidation.
-    """
-    try:
-        now = utcnow()
-        # Once a day at most: within the cooldown, which is most of the time for a user with
-        # enough memories to consolidate, nothing else needs counting.
-        if ConsolidationState.cooling_down(user_id, now, COOLDOWN):
-            db.session.rollback()
-            log.info("event=consolidation.cooling_down user=%s", user_id)
-            return []
-        groups = groups_due(user_id, written_groups)
-        if not groups:
-            db.session.rollback()
-            return []
-        if not ConsolidationState.claim(user_id, now, COOLDOWN):
-            db.session.rollback()
-            log.info("event=consolidation.cooling_down user=%s", user_id)
-            return []
-        job_ids = []
-        for key in groups:
-            job = ConsolidationJob(user_id, key)
-            job_ids.append(job.job_id(now))
-            memory_queue().enqueue(CONSOLIDATION, job.payload(), job_ids[-1])
-        db.session.commit()
-    except (SQLAlchemyError, RedisError) as exc:
-        db.session.rollback()
-        log.warning("event=consolidation.trigger_failed user=%s error=%s", user_id,
-                    type(exc).__name__)
+def after_extraction(user_id: int, written_groups: Collection[Group]) -> list[str]:
+    """Claim the cooldown and enqueue consolidation of the due groups; the job ids (none when
+    nothing is due). The caller commits when there are some."""
+    now = utcnow()
+    # Once a day at most: within the cooldown, which is most of the time for a user with
+    # enough memories to consolidate, nothing else needs counting.
+    if ConsolidationState.cooling_down(user_id, now, COOLDOWN):
+        log.info("event=consolidation.cooling_down user=%s", user_id)
         return []
+    groups = groups_due(user_id, written_groups)
+    if not groups:
+        return []
+    if not ConsolidationState.claim(user_id, now, COOLDOWN):
+        log.info("event=consolidation.cooling_down user=%s", user_id)
+        return []
+    job_ids = []
+    for group in groups:
+        job = ConsolidationJob(user_id, group)
+        job_ids.append(job.job_id(now))
+        memory_queue().enqueue(job_kinds().consolidation, job.payload(), job_ids[-1])
     log.info("event=consolidation.enqueued user=%s jobs=%s", user_id, ",".join(job_ids))
     return job_ids

@@ -9,7 +9,11 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
+
+from app.errors import InvalidContent, InvalidInput
 
 
 class Scope(StrEnum):
@@ -30,6 +34,9 @@ class Source(StrEnum):
 
 # Rows a model produced; the only rows extraction may touch/update and consolidation may merge.
 MACHINE_SOURCES: tuple[Source, ...] = (Source.AUTO, Source.CONSOLIDATED)
+
+# Every id (user, memory, session) is a BIGINT: anything above cannot name a row.
+ID_MAX = 2**63 - 1
 
 # D7 limits, counted in Unicode code points.
 MANUAL_CONTENT_MAX = 500
@@ -53,6 +60,8 @@ CONSOLIDATE_ACTIVE_THRESHOLD = 150
 CONSOLIDATE_USER_TARGET = 30
 CONSOLIDATE_PROJECT_TARGET = 60
 CONSOLIDATE_COOLDOWN_HOURS = 24
+# A merge joins at least this many rows; a group with fewer machine rows has nothing to merge.
+MERGE_MIN_SOURCES = 2
 
 DEFAULT_BOT_PROJECT_KEYS: tuple[str, ...] = ("weixin-bot",)
 _FEISHU_CHAT_KEY = re.compile(r"^feishu-chat-\d+-")
@@ -97,19 +106,78 @@ def valid_project_key(
     return key
 
 
-def consolidation_target(scope: Scope | str) -> int:
-    """D15 group target: USER ≤ 30, each project group ≤ 60."""
-    return CONSOLIDATE_USER_TARGET if Scope(scope) is Scope.USER else CONSOLIDATE_PROJECT_TARGET
+def manual_content(value: Any) -> str:
+    """A user's memory text, trimmed: not empty, at most MANUAL_CONTENT_MAX code points."""
+    if not isinstance(value, str):
+        raise InvalidContent("content_type", "content must be a non-empty string")
+    content = value.strip()
+    if not normalize(content):
+        raise InvalidContent("content_empty", "content must not be empty")
+    if length(content) > MANUAL_CONTENT_MAX:
+        raise InvalidContent("content_too_long",
+                             f"content must be at most {MANUAL_CONTENT_MAX} characters")
+    return content
 
 
-def group_label(scope: Scope | str, project_key: str | None) -> str:
-    """How a memory's group is named to a model: `[用户]`, or `[项目:<key>]`."""
-    return "[用户]" if Scope(scope) is Scope.USER else f"[项目:{project_key}]"
+def project_key(value: Any, bot_keys: Iterable[str] = DEFAULT_BOT_PROJECT_KEYS) -> str:
+    """The key of a PROJECT memory: a real project (not empty, not a bot key, ≤ 128)."""
+    if value is not None and not isinstance(value, str):
+        raise InvalidInput("project_key_type", "projectKey must be a string")
+    key = (value or "").strip()
+    if not key:
+        raise InvalidInput("project_key_required", "projectKey is required for PROJECT memories")
+    if length(key) > PROJECT_KEY_MAX:
+        raise InvalidInput("project_key_too_long",
+                           f"projectKey must be at most {PROJECT_KEY_MAX} characters")
+    if is_bot_project_key(key, bot_keys):
+        raise InvalidInput("project_key_bot", "projectKey belongs to a bot channel, not a project")
+    return key
+
+
+@dataclass(frozen=True)
+class Group:
+    """One group of a user's memories: the USER group, or the group of one project.
+
+    Extraction matches within a group (D13), D14 demotes within it and D15 consolidates it; the
+    label names it to a model and in the injected block.
+    """
+
+    project_key: str | None = None  # None: the USER group
+
+    @classmethod
+    def of(cls, scope: Scope | str, project_key: str | None) -> Group:
+        """The group of a row or a request (a USER row's stored key is '')."""
+        return cls(None) if Scope(scope) is Scope.USER else cls(project_key)
+
+    @property
+    def scope(self) -> Scope:
+        return Scope.USER if self.project_key is None else Scope.PROJECT
+
+    @property
+    def key(self) -> str:
+        """The project key as stored: '' for the USER group."""
+        return self.project_key or ""
+
+    @property
+    def label(self) -> str:
+        """`[用户]`, or `[项目:<key>]`."""
+        return "[用户]" if self.project_key is None else f"[项目:{self.project_key}]"
+
+    @property
+    def consolidation_target(self) -> int:
+        """D15 group target: USER ≤ 30, each project group ≤ 60."""
+        return CONSOLIDATE_USER_TARGET if self.project_key is None else CONSOLIDATE_PROJECT_TARGET
+
+    def dedup_hash(self, content: str) -> str:
+        return dedup_hash(self.scope, self.project_key, content)
+
+
+USER_GROUP = Group()
 
 
 def prompt_line(scope: Scope | str, project_key: str | None, content: str) -> str:
     """One line of the injected block; content folded so a memory is always one line."""
-    return f"- {group_label(scope, project_key)} {normalize(content)}"
+    return f"- {Group.of(scope, project_key).label} {normalize(content)}"
 
 
 def prompt_block(lines: list[str]) -> str:

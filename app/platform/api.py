@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from flask import Blueprint, request
 
-from app.auth.identity import parse_user_id, service_api
+from app import params
+from app.auth.identity import service_api
 from app.envelope import ok
 from app.memory import service
 
@@ -15,5 +16,5 @@ bp = Blueprint("platform_api", __name__, url_prefix="/api/v1/internal")
 @service_api
 def memory_context():
     """PROJECT lines (valid key only) then USER lines, newest first, 12 + 8, and the prompt."""
-    user_id = parse_user_id(request.args.get("userId"), "userId")
+    user_id = params.user_id(request.args.get("userId"), "userId")
     return ok(service.context_for(user_id, request.args.get("projectKey")))

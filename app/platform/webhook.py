@@ -17,13 +17,13 @@ from flask import Blueprint, current_app, request
 from app.envelope import ApiError, ErrorCode, json_body, ok
 from app.extraction import intake
 from app.extraction.models import EVENT_ID_MAX
+from app.memory.rules import ID_MAX
 
 bp = Blueprint("webhook", __name__, url_prefix="/api/v1/webhooks")
 
 SIGNATURE_HEADER = "X-Memory-Signature"
 TIMESTAMP_HEADER = "X-Memory-Timestamp"
 MAX_SKEW_S = 300
-MAX_ID = 2**63 - 1
 
 
 def signature(secret: str, timestamp: str, raw_body: bytes) -> str:
@@ -56,7 +56,7 @@ def _invalid(message: str) -> ApiError:
 
 def _id(body: dict[str, Any], name: str) -> int:
     value = body.get(name)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_ID:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= ID_MAX:
         raise _invalid(f"{name} must be a positive integer")
     return value
 

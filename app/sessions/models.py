@@ -8,7 +8,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db_types import Timestamp, project_key_type, utcnow
+from app.db_types import Timestamp, prebuilt_upserts, project_key_type, utcnow
 from app.extensions import db
 from app.memory.rules import valid_project_key
 
@@ -34,3 +34,10 @@ class PlatformSession(db.Model):
             .where(cls.user_id == user_id, cls.project_key.is_not(None), cls.project_key != "")
         )
         return sorted({k for k in keys if valid_project_key(k, bot_keys) == k})
+
+
+SESSION_FIELDS = ("user_id", "project_key", "workspace", "session_type", "channel",
+                  "last_seen_at")
+# The webhook's statement (raw write pool): two first reports of a session cannot collide.
+UPSERT_SESSION = prebuilt_upserts(PlatformSession.__table__, ("id", *SESSION_FIELDS),
+                                  update=SESSION_FIELDS)

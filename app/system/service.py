@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from app.errors import InvalidInput, NotEditable, UnknownModel
 from app.extensions import db
 from app.system.models import EXTRACTION_MODEL_KEY, LlmModel, SystemSetting
+from app.unit_of_work import UnitOfWork
 
 MODEL_SETTING_KEYS = frozenset({EXTRACTION_MODEL_KEY})
 
@@ -46,8 +47,9 @@ def put_setting(key: str, value: Any) -> SystemSetting:
         value = _model_id_value(value)
     elif not isinstance(value, str):
         raise InvalidInput("setting_value_type", "value must be a string")
-    setting.value = value
-    db.session.commit()
+    with UnitOfWork() as uow:
+        setting.value = value
+        uow.commit()
     return setting
 
 
@@ -60,10 +62,11 @@ def add_model(name: str, model: str, *, base_url: str | None = None,
     """Register a model; `default` makes it the only default."""
     if db.session.scalar(sa.select(LlmModel.id).where(LlmModel.name == name)) is not None:
         raise ValueError(f"model {name!r} already exists")
-    if default:
-        db.session.execute(sa.update(LlmModel).values(is_default=False))
-    row = LlmModel(name=name, model=model, base_url=base_url or None,
-                   api_key_env=api_key_env or None, is_default=default)
-    db.session.add(row)
-    db.session.commit()
+    with UnitOfWork() as uow:
+        if default:
+            db.session.execute(sa.update(LlmModel).values(is_default=False))
+        row = LlmModel(name=name, model=model, base_url=base_url or None,
+                       api_key_env=api_key_env or None, is_default=default)
+        db.session.add(row)
+        uow.commit()
     return row

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from flask import Blueprint, request
 
+from app import params
 from app.auth.identity import current_user_id, user_api
 from app.envelope import json_body, ok
 from app.errors import InvalidInput
 from app.memory import service
+from app.memory.models import MemoryItem
 
 bp = Blueprint("user_api", __name__, url_prefix="/api/v1/memory")
 
@@ -16,12 +18,9 @@ bp = Blueprint("user_api", __name__, url_prefix="/api/v1/memory")
 @user_api
 def list_memories():
     """A page of the caller's memories, newest first; filters scope, projectKey, status."""
-    args = request.args
-    page = service.list_items(
-        current_user_id(), scope=args.get("scope"), project_key=args.get("projectKey"),
-        status=args.get("status"), page=args.get("page"), size=args.get("pageSize"),
-    )
-    return ok(page.to_dict())
+    page = service.list_items(current_user_id(), params.filters(request.args),
+                              params.page_request(request.args))
+    return ok(page.to_dict(MemoryItem.to_dict))
 
 
 @bp.post("")
@@ -29,8 +28,8 @@ def list_memories():
 def create_memory():
     """A new MANUAL memory (HTTP 201)."""
     body = json_body()
-    item = service.create_item(current_user_id(), body.get("scope"), body.get("content"),
-                               body.get("projectKey"))
+    item = service.create_item(current_user_id(), params.scope(body.get("scope")),
+                               body.get("content"), body.get("projectKey"))
     return ok(item.to_dict(), 201)
 
 
@@ -40,7 +39,8 @@ def update_memory(item_id: int):
     """Edit content (status kept, D12) and/or switch status ACTIVE ↔ DISMISSED."""
     body = json_body()
     item = service.update_item(current_user_id(), item_id, content=body.get("content"),
-                               status=body.get("status"))
+                               status=None if body.get("status") is None
+                               else params.status(body["status"]))
     return ok(item.to_dict())
 
 

@@ -12,11 +12,14 @@ from typing import Any
 from flask import Blueprint, Response, make_response, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 
-from app import pages
+from app import pages, params
 from app.envelope import ApiError
 from app.errors import DomainError
 from app.memory import rules, service
+from app.memory.models import MemoryItem
+from app.memory.repository import Filters
 from app.memory.rules import Scope, Status
+from app.paging import Page, PageRequest
 
 bp = Blueprint("user_pages", __name__, url_prefix="/settings/memory")
 bp.before_request(pages.require_login)
@@ -41,9 +44,9 @@ class MemoryView:
     @classmethod
     def from_values(cls, values: MultiDict[str, str]) -> MemoryView:
         """Parsed with the service's own parsers, so a bad value is the usual 2001."""
-        scope = service.parse_scope(values.get("scope") or None, required=False)
-        status = service.parse_status(values.get("status") or Status.ACTIVE.value)
-        page, _ = service.parse_paging(values.get("page"), PAGE_SIZE)
+        scope = params.scope(values.get("scope"), required=False)
+        status = params.status(values.get("status") or Status.ACTIVE.value)
+        page = PageRequest.parse(values.get("page"), PAGE_SIZE).number
         return cls(scope.value if scope else "", status.value, page)
 
     def url(self, **changes: Any) -> str:
@@ -58,14 +61,18 @@ def _user_id() -> int:
     return pages.current_user().id
 
 
+def _listing(view: MemoryView) -> Page[MemoryItem]:
+    filters = Filters(scope=params.scope(view.scope, required=False),
+                      status=params.status(view.status))
+    return service.list_items(_user_id(), filters, PageRequest(view.page, PAGE_SIZE))
+
+
 def _list_context(view: MemoryView) -> dict[str, Any]:
-    listing = service.list_items(_user_id(), scope=view.scope, status=view.status,
-                                 page=view.page, size=PAGE_SIZE)
+    listing = _listing(view)
     if not listing.records and listing.total and view.page > listing.pages:
         # The last row of the last page went away: show the page that now is the last.
         view = replace(view, page=listing.pages)
-        listing = service.list_items(_user_id(), scope=view.scope, status=view.status,
-                                     page=view.page, size=PAGE_SIZE)
+        listing = _listing(view)
     return {"view": view, "listing": listing, "scope_tabs": SCOPE_TABS,
             "status_tabs": STATUS_TABS}
 
@@ -110,7 +117,7 @@ def create_memory():
     """
     form = request.form
     try:
-        service.create_item(_user_id(), form.get("scope"), form.get("content"),
+        service.create_item(_user_id(), params.scope(form.get("scope")), form.get("content"),
                             form.get("projectKey"))
     except DomainError as exc:
         html = render_template("_error.html", **pages.describe(exc))
@@ -162,7 +169,7 @@ def set_memory_status(item_id: int):
     """忽略 / 恢复: the list of the current view, where the row no longer belongs."""
     # Not `status`: that name belongs to the view the list is re-rendered for.
     status = request.form.get("new_status")
-    service.update_item(_user_id(), item_id, status=status)
+    service.update_item(_user_id(), item_id, status=params.status(status))
     notice = ("已恢复为生效中。" if status == Status.ACTIVE
               else "已忽略:这条记忆不再提供给 Agent,可在「已忽略」中恢复。")
     return _list_fragment(MemoryView.from_values(request.values), notice)

@@ -1,15 +1,23 @@
 """Fixtures of the pipeline tests: one extraction, or one consolidation, end to end, through the
-real RQ worker."""
+real RQ worker; and the embedded setup (SQLite migrated by the CLI, no Redis)."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from app.auth.service import ensure_user
 from app.db_types import utcnow
-from tests.conftest import assert_ok
-from tests.extraction.support import (
+from app.extensions import db
+from app.memory import service as memory_service
+from app.system import service as system
+from tests.completions import (
+    USER_ID,
     capture_on,
     enqueue_consolidation,
     event,
@@ -17,6 +25,9 @@ from tests.extraction.support import (
     outcomes,
     script,
 )
+from tests.conftest import WEBHOOK_SECRET, assert_ok, build_app, dispose_pools
+from tests.llm_server import ScriptedLlm
+from tests.workers import ROOT, worker_env
 
 
 @pytest.fixture
@@ -59,3 +70,40 @@ def consolidate(app, llm, run_jobs):
         return outcome
 
     return run
+
+
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory) -> Path:
+    """An empty SQLite file migrated by `flask --app wsgi db upgrade`, once per run."""
+    path = tmp_path_factory.mktemp("embedded") / "migrated.sqlite3"
+    env = worker_env(DATABASE_URL=f"sqlite:///{path}")
+    env.pop("REDIS_URL")
+    result = subprocess.run([sys.executable, "-m", "flask", "--app", "wsgi", "db", "upgrade"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return path
+
+
+@pytest.fixture
+def embedded(migrated_sqlite, tmp_path, monkeypatch):
+    """A copy of the migrated SQLite file, an app without REDIS_URL, a user with auto-capture
+    on, and the scripted LLM as the default model."""
+    path = tmp_path / "embedded.sqlite3"
+    shutil.copyfile(migrated_sqlite, path)
+    url = f"sqlite:///{path}"
+    llm = ScriptedLlm()
+    monkeypatch.setenv("OPENAI_API_KEY", "test-openai-key")
+    app = build_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": url, "REDIS_URL": None,
+                      "MEMORY_WEBHOOK_SECRET": WEBHOOK_SECRET, "MEMORY_LLM_TIMEOUT_S": 5.0,
+                      "MEMORY_RETRY_DELAYS_S": (1,)})
+    with app.app_context():
+        system.add_model("scripted", "scripted-default", base_url=llm.base_url, default=True)
+        ensure_user(USER_ID)
+        memory_service.set_auto_capture(USER_ID, True)
+        db.session.remove()
+    yield app, llm
+    llm.close()
+    with app.app_context():
+        db.session.remove()
+        db.engine.dispose()
+    dispose_pools(app)

@@ -12,8 +12,8 @@ from app.extensions import db
 from app.extraction.models import JobOutcome
 from app.extraction.runner import run_extraction
 from app.memory.models import MemoryItem
+from tests.completions import USER_ID, capture_on, event, wait_for_blocked
 from tests.conftest import TEST_DATABASE_URL, assert_error, assert_ok
-from tests.extraction.support import USER_ID, capture_on, event, wait_for_blocked_write
 
 LONG_AGO = utcnow() - timedelta(days=30)
 
@@ -176,7 +176,7 @@ def test_duplicate_key_race_becomes_the_hit_branch(app, extract, memories):
 
     def commit_when_the_job_waits() -> None:
         try:
-            waited.append(wait_for_blocked_write(engine))
+            waited.append(wait_for_blocked(engine))
         finally:
             transaction.commit()
 

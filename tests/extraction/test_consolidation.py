@@ -12,13 +12,14 @@ import sqlalchemy as sa
 
 from app.db_types import utcnow
 from app.extensions import db
-from app.extraction import consolidation
 from app.extraction.prompt import CONSOLIDATION_SYSTEM_PROMPT
-from app.memory import rules
+from app.memory import repository, rules
 from app.memory import service as memory_service
+from app.memory.memories import UserMemories
 from app.memory.models import MemoryItem
+from app.memory.rules import Status
+from tests.completions import USER_ID, capture_on, memory_rows
 from tests.conftest import TEST_DATABASE_URL
-from tests.extraction.support import USER_ID, capture_on, memory_rows
 
 OTHER_USER = USER_ID + 1
 EARLIER = utcnow() - timedelta(days=3)
@@ -283,7 +284,7 @@ def change(request):
             if request.param == "edited":
                 memory_service.update_item(USER_ID, item_id, content="用户改写后的事实")
             elif request.param == "dismissed":
-                memory_service.update_item(USER_ID, item_id, status="DISMISSED")
+                memory_service.update_item(USER_ID, item_id, status=Status.DISMISSED)
             else:
                 memory_service.delete_item(USER_ID, item_id)
             db.session.remove()
@@ -298,14 +299,14 @@ def test_a_failure_between_insert_and_delete_rolls_the_group_back(
     a dirty read shows the group half-way, and the rollback restores all of it."""
     a, b, c, d, e = group(memories, [f"事实{i}" for i in range(5)])
     before = memory_rows(app)
-    write = consolidation._GroupWrite._write
+    write = UserMemories._merge
     half_way: list[tuple[int, int]] = []
     engine = sa.create_engine(TEST_DATABASE_URL, isolation_level="READ UNCOMMITTED")
 
-    def failing_write(self, merge_op, sources):
+    def failing_write(self, group_, merge_op, sources):
         if half_way:
             raise RuntimeError("injected failure")
-        result = write(self, merge_op, sources)
+        result = write(self, group_, merge_op, sources)
         with engine.connect() as dirty:
             half_way.append(tuple(dirty.execute(
                 sa.select(sa.func.sum(sa.case((MemoryItem.source == "CONSOLIDATED", 1),
@@ -313,7 +314,7 @@ def test_a_failure_between_insert_and_delete_rolls_the_group_back(
                 .where(MemoryItem.user_id == USER_ID)).one()))
         return result
 
-    monkeypatch.setattr(consolidation._GroupWrite, "_write", failing_write)
+    monkeypatch.setattr(UserMemories, "_merge", failing_write)
     try:
         outcome = consolidate([merge([a, b], "合并一"), merge([c, d], "合并二"),
                                {"op": "drop", "sourceIds": [e]}])
@@ -388,15 +389,15 @@ def test_merged_words_dismissed_during_the_write_roll_the_group_back(
     a, b, c = group(memories, ["报告用中文", "总结用中文", "仓库用 pnpm"])
     dismissed = memories.add(USER_ID, "别的说法", source="AUTO", status="DISMISSED")
     before = memory_rows(app)
-    delete = consolidation._GroupWrite._delete
+    delete = repository.delete
 
-    def dismissed_words_appear_then_delete(self, ids):
+    def dismissed_words_appear_then_delete(user_id, ids, group_=None):
         db.session.execute(sa.update(MemoryItem).where(MemoryItem.id == dismissed).values(
             content="报告和总结都用中文",
             dedup_hash=rules.dedup_hash("USER", None, "报告和总结都用中文")))
-        delete(self, ids)
+        return delete(user_id, ids, group_)
 
-    monkeypatch.setattr(consolidation._GroupWrite, "_delete", dismissed_words_appear_then_delete)
+    monkeypatch.setattr(repository, "delete", dismissed_words_appear_then_delete)
     outcome = consolidate([merge([a, b], "报告和总结都用中文"), {"op": "drop", "sourceIds": [c]}])
     unchanged(app, before, outcome, "abandoned", "concurrent_write")
 

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from app.extraction.parser import InvalidOutput, Merge, Plan, parse_plan
+from app.extraction.parser import InvalidOutput, parse_plan
+from app.memory.memories import Merge, Plan
 
 INPUT = {11, 12, 13, 14}
 

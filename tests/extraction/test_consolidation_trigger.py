@@ -14,10 +14,10 @@ import sqlalchemy as sa
 from app.db_types import utcnow
 from app.extensions import db
 from app.extraction.models import ConsolidationState
-from app.extraction.queue import CONSOLIDATION, RedisJobQueue
+from app.extraction.queue import RedisJobQueue
 from app.memory.rules import CONSOLIDATE_PROJECT_TARGET, CONSOLIDATE_USER_TARGET
-from tests.conftest import assert_ok
-from tests.extraction.support import (
+from jobs import CONSOLIDATION
+from tests.completions import (
     USER_ID,
     capture_on,
     event,
@@ -26,6 +26,7 @@ from tests.extraction.support import (
     outcomes,
     script,
 )
+from tests.conftest import assert_ok
 
 USER_FACT = [{"type": "user", "content": "新学到的用户事实"}]
 PROJECT_FACT = [{"type": "project", "content": "新学到的项目事实"}]

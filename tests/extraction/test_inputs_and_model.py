@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import sqlalchemy as sa
 
 from app.extensions import db
 from app.system import service as system
 from app.system.models import EXTRACTION_MODEL_KEY, LlmModel, SystemSetting
+from tests.completions import SESSION_ID, USER_ID, capture_on, event, outcomes
 from tests.conftest import assert_ok
-from tests.extraction.support import SESSION_ID, USER_ID, capture_on, event, outcomes
 
 
 def test_a_completed_task_ends_as_memory_rows(app, extract, llm, memories, as_service):
@@ -123,19 +125,27 @@ def test_the_default_model_is_requested_when_none_is_configured(extract, llm):
     assert llm.requests[0].model == "scripted-default"
 
 
+def _one_warning_without_traceback(caplog, reason: str) -> None:
+    warnings = [r for r in caplog.records
+                if r.name.startswith("app.") and r.levelno >= logging.WARNING]
+    assert [f"reason={reason}" in r.getMessage() for r in warnings] == [True]
+    assert warnings[0].exc_info is None
+
+
 def test_an_unknown_model_id_falls_back_to_the_default(app, extract, llm):
     _set_model_setting(app, "987654")
     assert extract([])["model"] == "scripted-default"
     assert llm.requests[0].model == "scripted-default"
 
 
-def test_without_any_model_the_job_is_skipped_with_a_reason(app, extract, llm):
+def test_without_any_model_the_job_is_skipped_with_one_warning(app, extract, llm, caplog):
     with app.app_context():
         db.session.execute(sa.delete(LlmModel))
         db.session.commit()
     outcome = extract(None)
     assert (outcome["status"], outcome["reason"]) == ("skipped", "no_model")
     assert llm.requests == []
+    _one_warning_without_traceback(caplog, "no_model")
 
 
 def test_a_model_without_endpoint_or_key_uses_the_openai_environment(app, extract, llm):
@@ -156,11 +166,13 @@ def test_a_model_names_the_variable_holding_its_key(app, extract, llm, monkeypat
     assert llm.requests[0].headers["authorization"] == "Bearer key-from-its-own-variable"
 
 
-def test_a_model_whose_key_variable_is_unset_fails_the_job(app, extract, llm, monkeypatch):
+def test_a_model_whose_key_variable_is_unset_skips_the_job_with_one_warning(
+        app, extract, llm, monkeypatch, caplog):
     monkeypatch.delenv("UNSET_LLM_KEY", raising=False)
     model_id = _add_model(app, "no-key", "no-key-model", base_url=llm.base_url,
                           api_key_env="UNSET_LLM_KEY")
     _set_model_setting(app, str(model_id))
     outcome = extract(None)
-    assert (outcome["status"], outcome["reason"]) == ("failed", "llm_api_key_missing")
+    assert (outcome["status"], outcome["reason"]) == ("skipped", "llm_api_key_missing")
     assert llm.requests == []
+    _one_warning_without_traceback(caplog, "llm_api_key_missing")

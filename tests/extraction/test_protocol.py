@@ -9,9 +9,8 @@ from sqlalchemy.exc import OperationalError
 
 from app.db_types import utcnow
 from app.extraction.prompt import NO_PROJECT
-from app.memory import rules
-from app.memory.models import MemoryItem
-from tests.extraction.support import USER_ID
+from app.memory import repository, rules
+from tests.completions import USER_ID
 
 FACT = "输出报告用中文"
 
@@ -334,10 +333,10 @@ def test_project_fact_without_a_valid_project_key_is_stored_as_user(
 
 def test_comparison_set_failure_degrades_to_exact_hash(extract, llm, memories, monkeypatch):
     """Seed §10.6. The failure is injected at our own query; MariaDB, RQ and openai are real."""
-    def unavailable(cls, user_id, project_key):
+    def unavailable(user_id, groups):
         raise OperationalError("SELECT … comparison set", {}, ConnectionError("lost"))
 
-    monkeypatch.setattr(MemoryItem, "comparison_set", classmethod(unavailable))
+    monkeypatch.setattr(repository, "comparison_set", unavailable)
     active = memories.add(USER_ID, FACT, source="AUTO")
     dismissed = memories.add(USER_ID, "已忽略的事实", source="AUTO", status="DISMISSED")
     outcome = extract([{"type": "user", "content": FACT},

@@ -12,16 +12,16 @@ from rq.job import Job
 
 from app.extensions import db
 from app.memory.models import MemoryItem
-from tests.conftest import TEST_DATABASE_URL, assert_ok
-from tests.extraction.support import (
+from tests.completions import (
     USER_ID,
     capture_on,
     event,
     only_outcome,
     outcomes,
-    wait_for_blocked_write,
+    wait_for_blocked,
 )
-from tests.jobs.workers import registered_workers, wait_until, work_horse_of, worker_processes
+from tests.conftest import TEST_DATABASE_URL, assert_ok
+from tests.workers import registered_workers, wait_until, work_horse_of, worker_processes
 
 
 def _overlap(a, b) -> bool:
@@ -77,7 +77,7 @@ def _kill_mid_transaction(app, llm, webhook, memories, tmp_path, kill,
     try:
         with worker_processes(1, tmp_path, burst=True, fork=fork) as (worker,):
             assert assert_ok(webhook(event()), 202)["enqueued"] is True
-            assert wait_for_blocked_write(engine), "the job never reached the row we hold"
+            assert wait_for_blocked(engine), "the job never reached the row we hold"
             # A dirty read sees the job's uncommitted insert: it really is half-way.
             with engine.connect().execution_options(
                     isolation_level="READ UNCOMMITTED") as dirty:

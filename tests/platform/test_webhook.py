@@ -15,8 +15,7 @@ from app.extensions import db
 from app.extraction.models import WebhookEvent
 from app.extraction.queue import QUEUE_NAME
 from app.sessions.models import PlatformSession
-from tests.conftest import WEBHOOK_SECRET, assert_error, assert_ok
-from tests.extraction.support import (
+from tests.completions import (
     SESSION_ID,
     USER_ID,
     capture_on,
@@ -24,6 +23,7 @@ from tests.extraction.support import (
     post_webhook,
     signed_headers,
 )
+from tests.conftest import WEBHOOK_SECRET, assert_error, assert_ok
 
 
 def queued(app) -> list:

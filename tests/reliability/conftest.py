@@ -14,12 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
-from app.extensions import db
 from app.platform.webhook import signature
 from tests.conftest import PASSWORD, SERVICE_TOKEN, WEBHOOK_SECRET, Accounts
 from tests.pages.support import speed_up
@@ -131,18 +129,6 @@ def deliver(client: FlaskClient, body: dict[str, Any] | bytes, *,
     raw = body if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False).encode()
     return client.post(WEBHOOK_PATH, data=raw, content_type="application/json",
                        headers=signed(raw, timestamp))
-
-
-def snapshot(app: Flask) -> dict[str, list[tuple]]:
-    """Every row of every table of the schema, in a stable order: compared before and after a
-    refused request ("nothing changed"), a table added later included."""
-    with app.app_context():
-        tables = {}
-        for table in db.metadata.sorted_tables:
-            tables[table.name] = [tuple(row) for row in db.session.execute(
-                sa.select(table).order_by(*table.primary_key.columns))]
-        db.session.remove()
-        return tables
 
 
 def envelope_error(response: TestResponse, status: int, code: int) -> dict[str, Any]:

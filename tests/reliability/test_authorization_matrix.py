@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from urllib.parse import urlsplit
 
-from tests.conftest import Memories
-from tests.reliability.conftest import People, Person, signed, snapshot
+from tests.conftest import Memories, snapshot
+from tests.reliability.conftest import People, Person, signed
 from tests.reliability.routes import REQUESTS, Route, app_routes
 
 PRINCIPALS = ("anonymous", "owner", "other", "auditor", "admin", "service")

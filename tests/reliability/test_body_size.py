@@ -13,8 +13,8 @@ import json
 import pytest
 from flask import Flask
 
-from tests.conftest import Memories
-from tests.reliability.conftest import People, signed, snapshot
+from tests.conftest import Memories, snapshot
+from tests.reliability.conftest import People, signed
 from tests.reliability.routes import REQUESTS, Route, app_routes
 
 BODY_METHODS = frozenset({"POST", "PATCH", "PUT"})

@@ -20,11 +20,11 @@ from flask.testing import FlaskClient
 from rq import Queue
 
 from app.extraction.queue import QUEUE_NAME
+from tests.completions import capture_on, event
 from tests.conftest import TEST_DATABASE_URL, TEST_REDIS_URL, Memories
-from tests.extraction.support import capture_on, event
-from tests.jobs.workers import worker_processes
 from tests.llm_server import ScriptedLlm
 from tests.reliability.conftest import deliver
+from tests.workers import worker_processes
 
 WORKERS = 8
 JOBS = WORKERS * 50

@@ -8,8 +8,8 @@ the token was the only thing missing.
 
 from __future__ import annotations
 
-from tests.conftest import Memories
-from tests.reliability.conftest import People, snapshot
+from tests.conftest import Memories, snapshot
+from tests.reliability.conftest import People
 from tests.reliability.routes import REQUESTS, UNSAFE_METHODS, Route, app_routes
 
 # Unsafe routes that are not protected by the session's CSRF token, and why.

@@ -27,11 +27,11 @@ from app.extensions import db
 from app.extraction.models import WebhookEvent
 from app.extraction.queue import QUEUE_NAME
 from app.sessions.models import PlatformSession
+from tests.completions import capture_on, event, only_outcome, outcomes
 from tests.conftest import SERVICE_TOKEN, TEST_DATABASE_URL, TEST_REDIS_URL, Accounts, Memories
-from tests.extraction.support import capture_on, event, only_outcome, outcomes
-from tests.jobs.workers import wait_until, work_horse_of, worker_processes
 from tests.llm_server import ScriptedLlm
 from tests.reliability.conftest import deliver, envelope_error
+from tests.workers import wait_until, work_horse_of, worker_processes
 
 USER_ID = 7
 
@@ -202,16 +202,15 @@ def _fill_pool(engine: sa.Engine, connections: int) -> None:
         connection.close()
 
 
-@pytest.mark.parametrize(("caller", "pool"), [("context read", "readpool"),
-                                              ("webhook", "intake_pool")])
+@pytest.mark.parametrize(("caller", "pool"), [("context read", "reads"),
+                                              ("webhook", "writes")])
 def test_the_next_request_after_a_restart_succeeds_whatever_the_pool_holds(
         app, callers, caller, pool):
     """Every idle connection of a raw pool died (a database restart): the first request that
     finds one still succeeds, not only once the pool has been drained."""
     call, expected = callers[caller]
     assert call("warm").status_code == expected
-    engine = app.extensions[pool]
-    _fill_pool(engine if pool == "intake_pool" else engine.engine, 4)
+    _fill_pool(getattr(app.extensions["rawdb"], pool).engine, 4)
     assert kill_test_database_connections() >= 4
     for attempt in ("after-restart-1", "after-restart-2"):
         response = call(attempt)

@@ -13,8 +13,8 @@ from flask import Flask
 from app.extensions import db
 from app.extraction.models import JobOutcome
 from app.openapi import document
-from tests.conftest import Memories
-from tests.reliability.conftest import People, Person, snapshot
+from tests.conftest import Memories, snapshot
+from tests.reliability.conftest import People, Person
 from tests.reliability.routes import REQUESTS, Route, app_routes
 
 PAYLOADS = (

@@ -13,7 +13,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.extraction.parser import MAX_ID, Action, Candidate, FactType, InvalidOutput, parse
+from app.extraction.parser import Candidate, FactType, InvalidOutput, parse
+from app.memory.memories import Action
 from app.memory.rules import (
     EXTRACT_MAX_ITEMS,
     EXTRACTED_CONTENT_MAX,
@@ -21,6 +22,7 @@ from app.memory.rules import (
     dedup_hash,
     normalize,
 )
+from app.memory.rules import ID_MAX as MAX_ID
 
 BOUNDED = settings(max_examples=200, deadline=None, database=None)
 

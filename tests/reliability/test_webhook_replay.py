@@ -18,7 +18,7 @@ from app.extensions import db
 from app.extraction.models import WebhookEvent
 from app.extraction.queue import QUEUE_NAME
 from app.sessions.models import PlatformSession
-from tests.extraction.support import capture_on
+from tests.completions import capture_on
 from tests.reliability.conftest import WEBHOOK_PATH, deliver, envelope_error, signed
 from tests.reliability.routes import webhook_event
 

@@ -1,11 +1,12 @@
 """User memory API (SPEC §4, seed §5.3, D3, D4, D7, D12)."""
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from app.extensions import db
 from app.memory.rules import ACTIVE_PER_USER_MAX
+from tests.completions import wait_for_blocked
 from tests.conftest import assert_error, assert_ok
 
 URL = "/api/v1/memory"
@@ -299,15 +300,20 @@ def test_list_shows_only_the_callers_memories(alice, bob, memories):
     assert [r["content"] for r in page["records"]] == ["bob's"]
 
 
-@pytest.mark.parametrize("query", ["scope=USER' OR '1'='1", "projectKey=' OR 1=1 -- ",
+@pytest.mark.parametrize("query", ["scope=USER' OR '1'='1",
                                    "status=ACTIVE;DROP TABLE memory_item"])
-def test_sql_in_filters_is_just_a_value(alice, memories, query):
+def test_sql_in_an_enum_filter_is_an_invalid_value(alice, memories, query):
     memories.add(alice.user_id, "fact")
-    status, body = alice.get(f"{URL}?{query}")
-    assert status in (200, 400)
-    if status == 200:
-        assert body["data"]["records"] == []
+    assert_error(alice.get(f"{URL}?{query}"), 400, 2001)
     assert memories.count() == 1
+
+
+def test_sql_in_the_project_filter_is_just_a_key_nobody_has(alice, memories):
+    memories.add(alice.user_id, "fact")
+    memories.add(alice.user_id, "mao fact", scope="PROJECT", project_key="mao")
+    page = assert_ok(alice.get(f"{URL}?projectKey=' OR 1=1 -- "))
+    assert (page["records"], page["total"]) == ([], 0)
+    assert memories.count() == 2
 
 
 def _delete_in_open_transaction(app, item_id):
@@ -326,12 +332,15 @@ def _delete_in_open_transaction(app, item_id):
 
 @pytest.mark.parametrize("method", ["PATCH", "DELETE"])
 def test_item_deleted_concurrently_is_3033_not_500(app, alice, memories, method):
+    """The request reads the row under a lock the deleter holds, and finds it gone."""
     item_id = memories.add(alice.user_id, "fact")
     deleter = _delete_in_open_transaction(app, item_id)
     with ThreadPoolExecutor(1) as pool:
         pending = pool.submit(alice.call, method, f"{URL}/{item_id}", {"content": "edited"})
-        time.sleep(0.5)  # the request is now waiting on the deleter's row lock
+        with app.app_context():
+            waiting = wait_for_blocked(db.engine, "SELECT", "DELETE")
         deleter.commit()
         deleter.close()
         result = pending.result(timeout=30)
+    assert waiting, "the request never waited on the deleter's row lock"
     assert_error(result, 404, 3033)

@@ -12,8 +12,8 @@ from app.extraction.models import JobOutcome, WebhookEvent
 from app.extraction.queue import InProcessJobQueue
 from app.memory.models import MemoryItem
 from app.sessions.models import PlatformSession
+from tests.completions import event, post_webhook
 from tests.conftest import WEBHOOK_SECRET, assert_ok
-from tests.extraction.support import event, post_webhook
 
 
 def _count(app, model, **filters) -> int:

@@ -7,12 +7,14 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from app import rawsql
+from app import rawdb
 from app.db_types import utcnow
 from app.extensions import db
-from app.memory import rules
+from app.memory import repository, rules
 from app.memory.models import MemoryItem
-from app.readpool import ReadPool
+from app.memory.repository import Filters
+from app.memory.rules import Scope, Status
+from app.paging import PageRequest
 
 
 def _row(user_id: int, content: str, **fields) -> MemoryItem:
@@ -57,15 +59,14 @@ def captured_selects(monkeypatch) -> Iterator[list[tuple[str, dict]]]:
         if statement.lstrip().startswith("SELECT") and "memory_item" in statement:
             captured.append((statement, parameters))
 
-    pool_rows = ReadPool.rows
+    execute = rawdb.Connection.execute
 
-    def recording_rows(self, *queries):
-        for statement, params in queries:
-            statement_sql = rawsql.compiled(statement, self.engine.dialect)
-            captured.append((statement_sql.sql, {**statement_sql.defaults, **params}))
-        return pool_rows(self, *queries)
+    def recording_execute(self, statement, **params):
+        statement_sql = rawdb.compiled(statement, self.dialect)
+        captured.append((statement_sql.sql, {**statement_sql.defaults, **params}))
+        return execute(self, statement, **params)
 
-    monkeypatch.setattr(ReadPool, "rows", recording_rows)
+    monkeypatch.setattr(rawdb.Connection, "execute", recording_execute)
     sa.event.listen(db.engine, "before_cursor_execute", grab)
     try:
         yield captured
@@ -96,13 +97,15 @@ def populated(ctx):
 
 
 @pytest.mark.parametrize("read", [
-    pytest.param(lambda: MemoryItem.injection_rows(7, "mao"), id="injection-with-project"),
-    pytest.param(lambda: MemoryItem.injection_rows(7, None), id="injection-user-only"),
-    pytest.param(lambda: MemoryItem.page(7), id="list-all"),
-    pytest.param(lambda: MemoryItem.page(7, status="ACTIVE"), id="list-active"),
-    pytest.param(lambda: MemoryItem.page(7, scope="USER", status="ACTIVE"), id="list-scope"),
-    pytest.param(lambda: MemoryItem.page(7, project_key="mao", status="DISMISSED"),
-                 id="list-project"),
+    pytest.param(lambda: repository.injection_rows(7, "mao"), id="injection-with-project"),
+    pytest.param(lambda: repository.injection_rows(7, None), id="injection-user-only"),
+    pytest.param(lambda: repository.page(7, Filters(), PageRequest()), id="list-all"),
+    pytest.param(lambda: repository.page(7, Filters(status=Status.ACTIVE), PageRequest()),
+                 id="list-active"),
+    pytest.param(lambda: repository.page(7, Filters(scope=Scope.USER, status=Status.ACTIVE),
+                                         PageRequest()), id="list-scope"),
+    pytest.param(lambda: repository.page(7, Filters(project_key="mao", status=Status.DISMISSED),
+                                         PageRequest()), id="list-project"),
 ])
 def test_list_and_injection_reads_are_index_ordered(populated, monkeypatch, read):
     with captured_selects(monkeypatch) as statements:

@@ -9,8 +9,8 @@ import pytest
 from rq.job import Job, JobStatus
 
 from app.extraction.queue import Timing
+from tests.completions import SESSION_ID, USER_ID, capture_on, event, only_outcome
 from tests.conftest import assert_ok
-from tests.extraction.support import SESSION_ID, USER_ID, capture_on, event, only_outcome
 
 FACT = "输出报告用中文"
 

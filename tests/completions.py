@@ -20,10 +20,12 @@ from app.db_types import utcnow
 from app.extensions import db
 from app.extraction.consolidation import ConsolidationJob
 from app.extraction.models import ConsolidationState, JobOutcome
-from app.extraction.queue import CONSOLIDATION, QUEUE_NAME, memory_queue
+from app.extraction.queue import QUEUE_NAME, memory_queue
 from app.memory import service as memory_service
 from app.memory.models import MemoryItem
+from app.memory.rules import Group
 from app.platform.webhook import signature
+from jobs import CONSOLIDATION
 from jobs.worker import AppSimpleWorker
 
 WEBHOOK_PATH = "/api/v1/webhooks/task-completed"
@@ -123,7 +125,7 @@ def enqueue_consolidation(app: Flask, project_key: str | None = None,
                           user_id: int = USER_ID) -> str:
     """Enqueue the consolidation of one group (None: USER) as the trigger does; its job id."""
     with app.app_context():
-        job = ConsolidationJob(user_id, project_key)
+        job = ConsolidationJob(user_id, Group(project_key))
         job_id = job.job_id(utcnow())
         assert memory_queue().enqueue(CONSOLIDATION, job.payload(), job_id)
     return job_id
@@ -153,17 +155,18 @@ def only_outcome(app: Flask) -> dict[str, Any]:
     return rows[0]
 
 
-def wait_for_blocked_write(engine: sa.Engine, timeout_s: float = 15) -> bool:
-    """Poll until another connection to this test database has been stuck in an INSERT or
-    UPDATE for 200 ms, i.e. waits for a lock we hold (True), or time out (False).
+def wait_for_blocked(engine: sa.Engine, *statements: str, timeout_s: float = 15) -> bool:
+    """Poll until another connection to this test database has been stuck for 200 ms in a
+    statement starting with one of `statements` (default INSERT, UPDATE), i.e. waits for a lock
+    we hold (True), or time out (False).
 
     PROCESSLIST is live; INNODB_TRX is not (a server-wide cache that frequent readers keep
     from refreshing), so it cannot be polled.
     """
+    starts = " OR ".join(f"INFO LIKE '{s}%'" for s in statements or ("INSERT", "UPDATE"))
     query = sa.text(
         "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() "
-        "AND ID <> CONNECTION_ID() AND COMMAND = 'Query' AND TIME_MS > 200 "
-        "AND (INFO LIKE 'INSERT%' OR INFO LIKE 'UPDATE%')")
+        f"AND ID <> CONNECTION_ID() AND COMMAND = 'Query' AND TIME_MS > 200 AND ({starts})")
     deadline = time.monotonic() + timeout_s
     with engine.connect() as probe:
         while time.monotonic() < deadline:

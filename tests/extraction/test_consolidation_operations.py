@@ -20,8 +20,7 @@ from app.extraction.models import ConsolidationState, JobOutcome
 from app.extraction.trigger import COOLDOWN
 from app.memory import rules
 from app.memory.models import MemoryItem
-from tests.conftest import WEBHOOK_SECRET, assert_ok
-from tests.extraction.support import (
+from tests.completions import (
     USER_ID,
     capture_on,
     enqueue_consolidation,
@@ -30,7 +29,8 @@ from tests.extraction.support import (
     outcomes,
     post_webhook,
 )
-from tests.jobs.workers import registered_workers, wait_until, worker_processes
+from tests.conftest import WEBHOOK_SECRET, assert_ok
+from tests.workers import registered_workers, wait_until, worker_processes
 
 USER_FACT = [{"type": "user", "content": "新学到的用户事实"}]
 

@@ -17,7 +17,7 @@ from rq import Queue, Worker
 from app.extraction.queue import QUEUE_NAME
 from tests.conftest import TEST_DATABASE_URL, TEST_REDIS_URL, WEBHOOK_SECRET
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def worker_env(**extra: str) -> dict[str, str]:

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
+from tests.completions import USER_ID, capture_on, event, outcomes
 from tests.conftest import assert_error, assert_ok
-from tests.extraction.support import USER_ID, capture_on, event, outcomes
 
 OTHER_USER = USER_ID + 1
 

@@ -1,0 +1,411 @@
+"""One user's memories: the only writer of memory_item, whoever asks.
+
+Three callers change memories, each through its own methods here:
+
+- the user (`create`, `edit`, `delete`): D7 limits, D12 (an edit keeps the status), the 200 cap;
+- extraction (`learn`): the checked candidates of one finished task, under D3, D13 and D14;
+- consolidation (`consolidate`): a validated D15 plan for one group, all or nothing.
+
+Each guard is written once below and shared by the callers that need it: the per-user lock
+before anything that can grow the ACTIVE count, "a dismissed wording is never resurrected" (D3),
+"a hand-written row is never matched, rewritten, demoted or merged" (the repository's
+`machine_made`). Every change is recorded in the unit of work as an event (`events.Changed`,
+`events.Deleted`), so what follows a change — the journal, the context cache — happens in one
+place for all writers. Nothing here commits: the caller's unit of work does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from sqlalchemy.exc import IntegrityError
+
+from app.db_types import utcnow
+from app.errors import DuplicateContent, LimitReached, MemoryNotFound
+from app.memory import repository
+from app.memory.events import Actor, Changed, Deleted, EventType
+from app.memory.models import MemoryItem
+from app.memory.rules import (
+    ACTIVE_PER_USER_MAX,
+    EXTRACT_MAX_ITEMS,
+    MACHINE_SOURCES,
+    Group,
+    Source,
+    Status,
+)
+from app.unit_of_work import UnitOfWork
+
+log = logging.getLogger(__name__)
+
+
+# ---- what extraction and consolidation hand over ------------------------------------------
+
+class Action(StrEnum):
+    """What the model said about a fact (seed §10.1 protocol)."""
+
+    INSERT = "insert"
+    TOUCH = "touch"
+    UPDATE = "update"
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A checked candidate of one extraction, placed in the group it belongs to."""
+
+    action: Action
+    group: Group
+    content: str | None  # normalized, ≤ 120 code points; None for a touch
+    existing_id: int | None = None  # touch and update: the comparison-set row it names
+
+
+@dataclass(frozen=True)
+class Merge:
+    source_ids: tuple[int, ...]
+    content: str  # normalized, at most EXTRACTED_CONTENT_MAX code points
+
+
+@dataclass
+class Plan:
+    """A validated D15 plan for one group: every id is one of the group's inputs, named once."""
+
+    merges: list[Merge] = field(default_factory=list)
+    keeps: list[int] = field(default_factory=list)
+    drops: list[int] = field(default_factory=list)
+
+    @property
+    def referenced(self) -> list[int]:
+        """Every row the plan names; the write re-checks them all under lock."""
+        return [i for m in self.merges for i in m.source_ids] + self.keeps + self.drops
+
+    @property
+    def changes_anything(self) -> bool:
+        return bool(self.merges or self.drops)
+
+
+@dataclass
+class Learned:
+    """What one extraction changed."""
+
+    inserted: int = 0
+    touched: int = 0
+    updated: int = 0
+    dropped: int = 0
+    demoted: int = 0
+    written_groups: set[Group] = field(default_factory=set)  # inserted into or rewritten
+
+
+@dataclass(frozen=True)
+class Consolidated:
+    """What one consolidation changed."""
+
+    inserted: int
+    touched: int
+    refused: int  # merges whose words the user had dismissed
+    merges: int
+    drops: int
+    rows_out: int
+
+
+class GroupChanged(Exception):
+    """The group is no longer what the model saw: the plan is not applied at all."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+# ---- the aggregate ---------------------------------------------------------------------------
+
+class UserMemories:
+    """The memories of `user_id`, changed on behalf of `actor` (and of `session_id`, the platform
+    session that caused an extraction)."""
+
+    def __init__(self, uow: UnitOfWork, user_id: int, actor: Actor,
+                 session_id: int | None = None) -> None:
+        self.uow = uow
+        self.user_id = user_id
+        self.actor = actor
+        self.session_id = session_id
+
+    # ---- shared guards -----------------------------------------------------------------
+
+    def _lock(self) -> None:
+        """Serializes every writer that can grow this user's ACTIVE count (manual create and
+        restore, extraction), so a count taken after it stays exact until the commit."""
+        repository.lock_user(self.user_id)
+
+    def _ensure_room(self) -> None:
+        if repository.count_active(self.user_id) >= ACTIVE_PER_USER_MAX:
+            raise LimitReached(
+                "active_limit",
+                f"at most {ACTIVE_PER_USER_MAX} active memories; delete or dismiss some first")
+
+    def _changed(self, memory_id: int, kind: EventType, at: datetime, *,
+                 before: str | list[str] | None = None, after: str | None = None) -> None:
+        self.uow.record(Changed(self.user_id, memory_id, kind, self.actor, self.session_id, at,
+                                before, after))
+
+    def _deleted(self, memory_ids: Collection[int]) -> None:
+        self.uow.record(Deleted(self.user_id, tuple(memory_ids)))
+
+    # ---- the user's own changes -------------------------------------------------------
+
+    def create(self, group: Group, content: str) -> MemoryItem:
+        """A MANUAL memory (seed §5.3): not a duplicate, within the 200 ACTIVE cap."""
+        digest = group.dedup_hash(content)
+        self._lock()
+        if repository.by_hash(self.user_id, digest) is not None:
+            raise DuplicateContent()
+        self._ensure_room()
+        now = utcnow()
+        try:
+            item = repository.add(MemoryItem(
+                user_id=self.user_id, scope=group.scope.value, project_key=group.key,
+                content=content, source=Source.MANUAL.value, status=Status.ACTIVE.value,
+                dedup_hash=digest, created_at=now, updated_at=now))
+        except IntegrityError:
+            raise DuplicateContent() from None  # the same words, written meanwhile
+        self._changed(item.id, EventType.CREATED, now, after=content)
+        return item
+
+    def get(self, item_id: int, *, for_update: bool = False) -> MemoryItem:
+        item = repository.owned(self.user_id, item_id, for_update=for_update)
+        if item is None:
+            raise MemoryNotFound()
+        return item
+
+    def edit(self, item_id: int, *, content: str | None = None,
+             status: Status | None = None) -> MemoryItem:
+        """New words (re-hashed; the status stays, D12) and/or ACTIVE ↔ DISMISSED. Restoring
+        counts against the 200 cap."""
+        restoring = status is Status.ACTIVE
+        if restoring:
+            self._lock()
+        item = self.get(item_id, for_update=True)
+        now = utcnow()
+        if content is not None:
+            digest = Group.of(item.scope, item.project_key).dedup_hash(content)
+            clash = repository.by_hash(self.user_id, digest)
+            if clash is not None and clash.id != item.id:
+                raise DuplicateContent()
+            if content != item.content:
+                self._changed(item.id, EventType.EDITED, now, before=item.content, after=content)
+            item.content, item.dedup_hash = content, digest
+        if status is not None and status != item.status:
+            if restoring:
+                self._ensure_room()
+            self._changed(item.id, EventType.RESTORED if restoring else EventType.DISMISSED, now)
+            item.status = status.value
+        item.updated_at = now
+        return item
+
+    def delete(self, item_id: int) -> None:
+        """Physical delete (D3: the same fact may be learnt again later)."""
+        if repository.delete(self.user_id, [item_id]) != 1:
+            raise MemoryNotFound()
+        self._deleted([item_id])
+
+    # ---- extraction (seed §5.6, §10.1-§10.2) -------------------------------------------
+
+    def learn(self, facts: Sequence[Fact], references: Mapping[Group, Collection[int]]
+              ) -> Learned:
+        """Apply one extraction's facts; `references` are the ids the model was shown, per
+        group — a touch or update naming any other row (MANUAL, DISMISSED, another group's,
+        unknown) is dropped, never turned into an insert."""
+        run = _Learning(self, Learned())
+        self._lock()
+        run.active = repository.count_active(self.user_id)
+        for fact in facts:
+            if fact.action is Action.INSERT:
+                run.insert(fact.group, fact.content)
+            elif fact.existing_id not in references.get(fact.group, ()):
+                run.learned.dropped += 1
+            elif fact.action is Action.TOUCH:
+                run.confirm(fact.existing_id, fact.group)
+            else:
+                run.reword(fact.existing_id, fact.group, fact.content)
+        return run.learned
+
+    # ---- consolidation (seed §10.3) -----------------------------------------------------
+
+    def consolidate(self, group: Group, plan: Plan, seen: Mapping[int, str]) -> Consolidated:
+        """Apply a plan to the group's machine-made rows; `seen` maps each row the model was
+        shown to its dedup hash. Raises GroupChanged when any named row is no longer exactly
+        what the model saw, or the merged words appeared meanwhile."""
+        self._lock()
+        current = {row.id: row for row in repository.machine_rows(
+            self.user_id, group, plan.referenced, for_update=True)}
+        if any(current.get(i) is None or current[i].dedup_hash != seen[i]
+               for i in plan.referenced):
+            # Edited, dismissed, demoted or deleted since the model saw it: the plan may rest on
+            # words that are no longer there.
+            raise GroupChanged("inputs_changed")
+        merges = [m for m in plan.merges if not self._dismissed_wording(group, m.content)]
+        deleted = [i for m in merges for i in m.source_ids] + plan.drops
+        if deleted:
+            if repository.delete(self.user_id, deleted, group) != len(deleted):
+                # The rows are locked by us, so this is a bug: fail the group, never half of it.
+                raise RuntimeError(f"could not delete all of {len(deleted)} locked rows")
+            self._deleted(deleted)
+        inserted = touched = 0
+        for merge in merges:
+            new_row, carried = self._merge(group, merge, [current[i] for i in merge.source_ids])
+            inserted, touched = inserted + new_row, touched + carried
+        return Consolidated(inserted=inserted, touched=touched,
+                            refused=len(plan.merges) - len(merges), merges=len(merges),
+                            drops=len(plan.drops), rows_out=len(seen) - len(deleted) + inserted)
+
+    def _dismissed_wording(self, group: Group, content: str) -> bool:
+        """True when a DISMISSED row has these exact words: the merge is refused and its
+        sources kept (never resurrected, D3; never lost either)."""
+        clash = repository.by_hash(self.user_id, group.dedup_hash(content), for_update=True)
+        if clash is None or clash.status != Status.DISMISSED:
+            return False
+        log.info("event=consolidation.merge_refused user=%s reason=dismissed_wording item=%s",
+                 self.user_id, clash.id)
+        return True
+
+    def _merge(self, group: Group, merge: Merge,
+               sources: list[repository.MachineRow]) -> tuple[int, int]:
+        """Insert the merged row, or keep the ACTIVE row that already says it: (1, 0) for an
+        insert, (0, 1) when a machine row's updated_at moved, else (0, 0).
+
+        A merged row inherits its sources' history — created when the oldest was, last
+        confirmed when the newest was — so consolidating does not reorder what is injected.
+        """
+        digest = group.dedup_hash(merge.content)
+        created_at = min(s.created_at for s in sources)
+        updated_at = max(s.updated_at for s in sources)
+        existing = repository.by_hash(self.user_id, digest, for_update=True)
+        if existing is None:
+            try:
+                item_id = repository.insert(self.user_id, group, merge.content, digest,
+                                            source=Source.CONSOLIDATED, session_id=None,
+                                            created_at=created_at, updated_at=updated_at)
+            except IntegrityError as exc:
+                raise GroupChanged("concurrent_write") from exc
+            self._changed(item_id, EventType.CONSOLIDATED, updated_at,
+                          before=[s.content for s in sources], after=merge.content)
+            return 1, 0
+        if existing.status != Status.ACTIVE:
+            # Dismissed since the check above (a writer outside the user lock): the sources are
+            # gone already, so the whole group goes back.
+            raise GroupChanged("concurrent_write")
+        if existing.source not in MACHINE_SOURCES or existing.updated_at >= updated_at:
+            return 0, 0  # a MANUAL row is never changed; a newer row needs nothing
+        repository.touch(self.user_id, existing.id, updated_at)
+        self._changed(existing.id, EventType.TOUCHED, updated_at)
+        return 0, 1
+
+
+@dataclass
+class _Learning:
+    """The write phase of one extraction, under the user's lock."""
+
+    memories: UserMemories
+    learned: Learned
+    active: int = 0
+    written: set[int] = field(default_factory=set)  # rows this run inserted or confirmed
+
+    @property
+    def user_id(self) -> int:
+        return self.memories.user_id
+
+    def _touch(self, item_id: int, group: Group | None = None) -> bool:
+        """Re-confirm an ACTIVE row (with `group`: only a machine-made row of it)."""
+        now = utcnow()
+        if not repository.touch(self.user_id, item_id, now, group):
+            return False
+        self.learned.touched += 1
+        self.written.add(item_id)
+        self.memories._changed(item_id, EventType.TOUCHED, now)
+        return True
+
+    def _known_wording(self, digest: str) -> bool:
+        """The exact-hash pre-check: ACTIVE → re-confirmed; DISMISSED → dropped, never
+        resurrected (D3). False when no row says it."""
+        row = repository.by_hash(self.user_id, digest)
+        if row is None:
+            return False
+        if row.status != Status.ACTIVE or not self._touch(row.id):
+            self.learned.dropped += 1
+        return True
+
+    def confirm(self, item_id: int, group: Group) -> None:
+        if not self._touch(item_id, group):
+            self.learned.dropped += 1
+
+    def reword(self, item_id: int, group: Group, content: str | None) -> None:
+        assert content is not None
+        current = repository.machine_content(self.user_id, item_id, group)
+        if current is None:
+            self.learned.dropped += 1
+            return
+        before, current_digest = current
+        digest = group.dedup_hash(content)
+        if digest == current_digest or repository.by_hash(self.user_id, digest) is not None:
+            # Same wording, or another row already says it: re-confirm instead (seed §10.1).
+            self.confirm(item_id, group)
+            return
+        now = utcnow()
+        try:
+            rewritten = repository.rewrite(self.user_id, item_id, group, content, digest, now)
+        except IntegrityError:
+            # A concurrent manual edit took this wording first: the clash branch after all.
+            rewritten = False
+        if not rewritten:
+            self.confirm(item_id, group)
+            return
+        self.learned.updated += 1
+        self.learned.written_groups.add(group)
+        self.written.add(item_id)
+        self.memories._changed(item_id, EventType.UPDATED, now, before=before, after=content)
+
+    def insert(self, group: Group, content: str | None) -> None:
+        assert content is not None
+        digest = group.dedup_hash(content)
+        if self._known_wording(digest):
+            return
+        stale = None
+        if self.active >= ACTIVE_PER_USER_MAX:
+            # D14: make room by demoting the group's oldest machine-made row, one per insert,
+            # at most EXTRACT_MAX_ITEMS per run; no such row → this insert is dropped.
+            if self.learned.demoted < EXTRACT_MAX_ITEMS:
+                stale = repository.oldest_machine_row(self.user_id, group, self.written)
+            if stale is None:
+                log.info("event=extraction.insert_dropped user=%s session=%s reason=pool_full",
+                         self.user_id, self.memories.session_id)
+                self.learned.dropped += 1
+                return
+        now = utcnow()
+        try:
+            item_id = repository.insert(self.user_id, group, content, digest, source=Source.AUTO,
+                                        session_id=self.memories.session_id, created_at=now,
+                                        updated_at=now)
+        except IntegrityError:
+            # Same content written concurrently (outside the user lock: a manual edit): the
+            # known-wording branch after all, never a failed job.
+            if not self._known_wording(digest):
+                self.learned.dropped += 1
+            return
+        self.learned.inserted += 1
+        self.learned.written_groups.add(group)
+        self.active += 1
+        self.written.add(item_id)
+        self.memories._changed(item_id, EventType.CREATED, now, after=content)
+        if stale is not None:
+            self.demote(stale)
+
+    def demote(self, item_id: int) -> None:
+        """D14 soft demotion: DISMISSED (visible and restorable), updated_at moved."""
+        now = utcnow()
+        demoted = repository.demote(self.user_id, item_id, now)
+        # Not demoted: the user dismissed or deleted it meanwhile; the slot is free either way.
+        self.active -= 1
+        if demoted:
+            self.learned.demoted += 1
+            self.memories._changed(item_id, EventType.DEMOTED, now)

@@ -1,0 +1,331 @@
+"""Every SQL statement on memory_item and user_memory_preference, and nowhere else.
+
+Reads return ORM rows or small Core rows; writes are Core statements in the caller's
+transaction, so the aggregate (`memories.UserMemories`) decides and the unit of work commits.
+Each group read is one index range scan: the USER group on idx_memory_user, a project group on
+idx_memory_project (a non-empty project_key only ever belongs to PROJECT rows); each list is
+ordered `updated_at DESC, id DESC` from the index, without a filesort.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from app.auth.models import User
+from app.db_types import upsert
+from app.extensions import db
+from app.memory.models import MemoryItem, UserMemoryPreference
+from app.memory.rules import (
+    ACTIVE_PER_USER_MAX,
+    ID_MAX,
+    INJECT_PROJECT_MAX,
+    INJECT_USER_MAX,
+    MACHINE_SOURCES,
+    NEGATIVE_SET_MAX,
+    Group,
+    Scope,
+    Source,
+    Status,
+)
+from app.paging import Page, PageRequest, paginate
+from app.rawdb import raw_database
+
+NEWEST_FIRST = (MemoryItem.updated_at.desc(), MemoryItem.id.desc())
+
+
+def machine_made() -> sa.ColumnElement[bool]:
+    """AUTO or CONSOLIDATED: the rows extraction and consolidation may match, rewrite, demote or
+    merge (D13-D15). A MANUAL row is never one of them."""
+    return MemoryItem.source.in_([s.value for s in MACHINE_SOURCES])
+
+
+def _in_group(user_id: int, group: Group, status: Status | None = Status.ACTIVE) -> list[Any]:
+    conditions = [MemoryItem.user_id == user_id]
+    if group.project_key is None:
+        conditions.append(MemoryItem.scope == Scope.USER.value)
+    else:
+        conditions.append(MemoryItem.project_key == group.project_key)
+    if status is not None:
+        conditions.append(MemoryItem.status == status.value)
+    return conditions
+
+
+def lock_user(user_id: int) -> None:
+    """Serialize a user's writes that may grow their ACTIVE count (the 200 cap, D7/D14).
+
+    A row lock on MySQL, held until the transaction ends; SQLite serializes writers on its own.
+    """
+    db.session.execute(sa.select(User.id).where(User.id == user_id).with_for_update())
+
+
+# ---- one memory -----------------------------------------------------------------------------
+
+def owned(user_id: int, item_id: int, *, for_update: bool = False) -> MemoryItem | None:
+    """The item when it belongs to the user; another user's item is simply absent (D4).
+
+    `for_update` locks the row until commit, so a job deleting it meanwhile either waits for us
+    or has already made it absent.
+    """
+    if not 0 < item_id <= ID_MAX:
+        return None  # no BIGINT names it
+    query = sa.select(MemoryItem).where(MemoryItem.id == item_id, MemoryItem.user_id == user_id)
+    return db.session.scalar(query.with_for_update() if for_update else query)
+
+
+def add(item: MemoryItem) -> MemoryItem:
+    """A new row written now (its id known); IntegrityError when the user has these words."""
+    db.session.add(item)
+    db.session.flush()
+    return item
+
+
+@dataclass(frozen=True)
+class Wording:
+    """The row that already says something (same dedup hash), as the guards need it."""
+
+    id: int
+    status: str
+    source: str
+    content: str
+    updated_at: datetime
+
+
+def by_hash(user_id: int, digest: str, *, for_update: bool = False) -> Wording | None:
+    query = (sa.select(MemoryItem.id, MemoryItem.status, MemoryItem.source, MemoryItem.content,
+                       MemoryItem.updated_at)
+             .where(MemoryItem.user_id == user_id, MemoryItem.dedup_hash == digest))
+    row = db.session.execute(query.with_for_update() if for_update else query).first()
+    return None if row is None else Wording(*row)
+
+
+def count_active(user_id: int) -> int:
+    return db.session.scalar(
+        sa.select(sa.func.count()).select_from(MemoryItem)
+        .where(MemoryItem.user_id == user_id, MemoryItem.status == Status.ACTIVE.value)) or 0
+
+
+# ---- lists ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Filters:
+    """What a list of one user's memories is narrowed to; None means any."""
+
+    scope: Scope | None = None
+    project_key: str | None = None
+    status: Status | None = None
+
+
+def page(user_id: int, filters: Filters, request: PageRequest) -> Page[MemoryItem]:
+    """One page of the user's memories, newest first, and how many match in all."""
+    conditions = [MemoryItem.user_id == user_id]
+    if filters.scope is not None:
+        conditions.append(MemoryItem.scope == filters.scope.value)
+    if filters.project_key is not None:
+        conditions.append(MemoryItem.project_key == filters.project_key)
+    if filters.status is not None:
+        conditions.append(MemoryItem.status == filters.status.value)
+    return paginate(sa.select(MemoryItem).where(*conditions).order_by(*NEWEST_FIRST), request)
+
+
+# ---- injection (seed §5.2) ------------------------------------------------------------------
+# Run on the raw read pool (app.rawdb): this is the read every new agent session waits for.
+
+_INJECT_COLUMNS = (MemoryItem.scope, MemoryItem.project_key, MemoryItem.content)
+INJECT_USER_ROWS = (
+    sa.select(*_INJECT_COLUMNS)
+    .where(MemoryItem.user_id == sa.bindparam("user_id"), MemoryItem.scope == Scope.USER.value,
+           MemoryItem.status == Status.ACTIVE.value)
+    .order_by(*NEWEST_FIRST).limit(INJECT_USER_MAX)
+)
+INJECT_PROJECT_ROWS = (
+    sa.select(*_INJECT_COLUMNS)
+    .where(MemoryItem.user_id == sa.bindparam("user_id"),
+           MemoryItem.project_key == sa.bindparam("project_key"),
+           MemoryItem.status == Status.ACTIVE.value)
+    .order_by(*NEWEST_FIRST).limit(INJECT_PROJECT_MAX)
+)
+
+
+def injection_rows(user_id: int, project_key: str | None) -> list[tuple]:
+    """(scope, project_key, content) to inject: PROJECT rows first, then USER, newest first.
+    Both reads on one connection of the read pool."""
+    with raw_database().reads.connection() as conn:
+        project = ([] if project_key is None else
+                   conn.rows(INJECT_PROJECT_ROWS, user_id=user_id, project_key=project_key))
+        return project + conn.rows(INJECT_USER_ROWS, user_id=user_id)
+
+
+# ---- what extraction shows the model (D13) ---------------------------------------------------
+
+@dataclass(frozen=True)
+class Known:
+    """A comparison-set row: a machine-made ACTIVE memory the model may reference by id."""
+
+    id: int
+    group: Group
+    content: str
+
+
+def comparison_set(user_id: int, groups: Iterable[Group]) -> list[Known]:
+    """Machine-made ACTIVE rows of the groups, newest first. MANUAL rows never appear (a user's
+    own words are never matched or rewritten); DISMISSED rows are the negative set."""
+    known: list[Known] = []
+    for group in groups:
+        rows = db.session.execute(
+            sa.select(MemoryItem.id, MemoryItem.content)
+            .where(*_in_group(user_id, group), machine_made())
+            .order_by(*NEWEST_FIRST).limit(ACTIVE_PER_USER_MAX))
+        known.extend(Known(row.id, group, row.content) for row in rows)
+    return known
+
+
+def negative_set(user_id: int, groups: Iterable[Group],
+                 limit: int = NEGATIVE_SET_MAX) -> list[str]:
+    """Contents of the newest DISMISSED rows of the groups (D13), at most `limit` in all."""
+    rows: list[sa.Row] = []
+    for group in groups:
+        rows.extend(db.session.execute(
+            sa.select(MemoryItem.content, MemoryItem.updated_at, MemoryItem.id)
+            .where(*_in_group(user_id, group, Status.DISMISSED))
+            .order_by(*NEWEST_FIRST).limit(limit)))
+    rows.sort(key=lambda r: (r.updated_at, r.id), reverse=True)
+    return [r.content for r in rows[:limit]]
+
+
+# ---- group sizes and consolidation inputs (D14, D15) ----------------------------------------
+
+def group_counts(user_id: int, group: Group) -> tuple[int, int]:
+    """(machine-made, other) ACTIVE rows of one group: its size against the D15 target, and how
+    much of it consolidation may work on."""
+    total, machine_rows = db.session.execute(
+        sa.select(sa.func.count(), sa.func.sum(sa.case((machine_made(), 1), else_=0)))
+        .where(*_in_group(user_id, group))).one()
+    machine_rows = int(machine_rows or 0)
+    return machine_rows, int(total or 0) - machine_rows
+
+
+@dataclass(frozen=True)
+class MachineRow:
+    id: int
+    content: str
+    dedup_hash: str
+    created_at: datetime
+    updated_at: datetime
+
+
+def machine_rows(user_id: int, group: Group, ids: Collection[int] | None = None, *,
+                 for_update: bool = False) -> list[MachineRow]:
+    """A group's machine-made ACTIVE rows (all of them, or those of `ids`), newest first: all
+    that a consolidation may read. MANUAL and DISMISSED rows never appear."""
+    conditions = [*_in_group(user_id, group), machine_made()]
+    if ids is not None:
+        conditions.append(MemoryItem.id.in_(list(ids)))
+    query = (sa.select(MemoryItem.id, MemoryItem.content, MemoryItem.dedup_hash,
+                       MemoryItem.created_at, MemoryItem.updated_at)
+             .where(*conditions).order_by(*NEWEST_FIRST))
+    rows = db.session.execute(query.with_for_update() if for_update else query)
+    return [MachineRow(*row) for row in rows]
+
+
+def oldest_machine_row(user_id: int, group: Group, exclude_ids: Collection[int] = ()) -> int | None:
+    """Id of the oldest-updated machine-made ACTIVE row of one group: what D14 demotes.
+    `exclude_ids` keeps a run from demoting rows it has just written or confirmed."""
+    conditions = [*_in_group(user_id, group), machine_made()]
+    if exclude_ids:
+        conditions.append(MemoryItem.id.not_in(list(exclude_ids)))
+    return db.session.scalar(
+        sa.select(MemoryItem.id).where(*conditions)
+        .order_by(MemoryItem.updated_at.asc(), MemoryItem.id.asc()).limit(1))
+
+
+# ---- writes ---------------------------------------------------------------------------------
+
+def insert(user_id: int, group: Group, content: str, digest: str, *, source: Source,
+           session_id: int | None, created_at: datetime, updated_at: datetime) -> int:
+    """A new ACTIVE row; its id. IntegrityError when the user has these words already."""
+    result = db.session.execute(sa.insert(MemoryItem).values(
+        user_id=user_id, scope=group.scope.value, project_key=group.key, content=content,
+        source=source.value, status=Status.ACTIVE.value, dedup_hash=digest,
+        origin_session_id=session_id, created_at=created_at, updated_at=updated_at))
+    return result.inserted_primary_key[0]
+
+
+def _update(user_id: int, item_id: int, conditions: Iterable[Any], **values: Any) -> bool:
+    result = db.session.execute(
+        sa.update(MemoryItem)
+        .where(MemoryItem.id == item_id, MemoryItem.user_id == user_id, *conditions)
+        .values(**values).execution_options(synchronize_session=False))
+    return result.rowcount == 1
+
+
+def touch(user_id: int, item_id: int, now: datetime, group: Group | None = None) -> bool:
+    """Move updated_at of an ACTIVE row (a re-confirmation); with `group`, only a machine-made
+    row of that group. False when no such row (any more)."""
+    conditions = [MemoryItem.status == Status.ACTIVE.value]
+    if group is not None:
+        conditions += [*_in_group(user_id, group), machine_made()]
+    return _update(user_id, item_id, conditions, updated_at=now)
+
+
+def machine_content(user_id: int, item_id: int, group: Group) -> tuple[str, str] | None:
+    """(content, dedup_hash) of a machine-made ACTIVE row of the group, or None."""
+    row = db.session.execute(
+        sa.select(MemoryItem.content, MemoryItem.dedup_hash)
+        .where(MemoryItem.id == item_id, *_in_group(user_id, group), machine_made())).first()
+    return None if row is None else (row.content, row.dedup_hash)
+
+
+def rewrite(user_id: int, item_id: int, group: Group, content: str, digest: str,
+            now: datetime) -> bool:
+    """New words for a machine-made ACTIVE row of the group (the conditions re-checked in the
+    write itself). IntegrityError when another row says them already."""
+    return _update(user_id, item_id, [*_in_group(user_id, group), machine_made()],
+                   content=content, dedup_hash=digest, updated_at=now)
+
+
+def demote(user_id: int, item_id: int, now: datetime) -> bool:
+    """D14: an ACTIVE row becomes DISMISSED. False when it is not ACTIVE (any more)."""
+    return _update(user_id, item_id, [MemoryItem.status == Status.ACTIVE.value],
+                   status=Status.DISMISSED.value, updated_at=now)
+
+
+def delete(user_id: int, item_ids: Collection[int], group: Group | None = None) -> int:
+    """Delete rows of the user; with `group`, only its machine-made ACTIVE rows. The count."""
+    item_ids = [i for i in item_ids if 0 < i <= ID_MAX]
+    conditions = [MemoryItem.id.in_(list(item_ids)), MemoryItem.user_id == user_id]
+    if group is not None:
+        conditions += [*_in_group(user_id, group), machine_made()]
+    result = db.session.execute(
+        sa.delete(MemoryItem).where(*conditions).execution_options(synchronize_session=False))
+    return result.rowcount
+
+
+# ---- the auto-capture switch (D9) -----------------------------------------------------------
+
+def auto_capture_enabled(user_id: int) -> bool:
+    """No row means OFF."""
+    return bool(db.session.scalar(
+        sa.select(UserMemoryPreference.auto_capture_enabled)
+        .where(UserMemoryPreference.user_id == user_id)))
+
+
+def set_auto_capture(user_id: int, enabled: bool, now: datetime) -> None:
+    dialect = db.session.get_bind().dialect.name
+    db.session.execute(upsert(
+        UserMemoryPreference.__table__, dialect,
+        {"user_id": user_id, "auto_capture_enabled": enabled, "created_at": now,
+         "updated_at": now}, update=("auto_capture_enabled", "updated_at")))
+
+
+# Whether the user exists, and their D9 toggle, in one round trip: the webhook's decision, on
+# the raw write pool (app.rawdb).
+USER_AND_TOGGLE = (
+    sa.select(User.id, UserMemoryPreference.auto_capture_enabled)
+    .outerjoin(UserMemoryPreference, UserMemoryPreference.user_id == User.id)
+    .where(User.id == sa.bindparam("user_id"))
+)

@@ -1,0 +1,188 @@
+"""The one way to the database besides the ORM: prebuilt statements on pooled DB-API connections.
+
+The platform calls two endpoints for every agent session: the context read when one starts and
+the completion webhook when one ends. Through the ORM session each request paid a ping on
+checkout, a ROLLBACK on return and the building of its statements — more than the statements'
+own round trips (`bench.run context webhook`). Here a statement is built once at import (next to
+its model), compiled once per dialect, and run on a raw connection of a pool that neither pings
+nor resets:
+
+- `reads`: AUTOCOMMIT connections, for the context read; nothing to end.
+- `writes`: transactions that end in an explicit `commit()`, else a rollback, for the webhook.
+
+A pooled connection the server dropped (a database restart) fails on the first statement; then
+every idle connection of the pool is as dead, so the pool is emptied and that first statement is
+run again on a new connection — nothing was sent before it. DB-API errors come out as
+SQLAlchemy's, so callers catch IntegrityError as usual and the app answers 503 when the
+database is down.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import sqlalchemy as sa
+from flask import Flask, current_app
+from sqlalchemy.engine import Dialect
+from sqlalchemy.pool import PoolProxiedConnection
+from sqlalchemy.sql import Executable
+
+EXTENSION = "rawdb"
+
+
+@dataclass(frozen=True)
+class Compiled:
+    sql: str
+    defaults: dict[str, Any]  # literal values the statement was built with (status, LIMIT…)
+    order: tuple[str, ...] | None  # parameter order, for positional paramstyles (SQLite)
+
+    def values(self, params: dict[str, Any]) -> dict[str, Any] | tuple:
+        merged = {**self.defaults, **params}
+        return tuple(merged[name] for name in self.order) if self.order is not None else merged
+
+
+_compiled: dict[tuple[int, str], Compiled] = {}
+
+
+def compiled(statement: Executable, dialect: Dialect) -> Compiled:
+    """`statement` compiled for `dialect`, once; statements must live at module level."""
+    key = (id(statement), dialect.name)
+    found = _compiled.get(key)
+    if found is None:
+        result = statement.compile(dialect=dialect)
+        found = Compiled(str(result), dict(result.params),
+                         tuple(result.positiontup) if result.positional else None)
+        _compiled[key] = found
+    return found
+
+
+def _wrap(exc: Exception, dialect: Dialect, sql: str | None = None, values: Any = None,
+          invalidated: bool = False) -> Exception:
+    """The SQLAlchemy exception for a DB-API one (IntegrityError, OperationalError, …)."""
+    return sa.exc.DBAPIError.instance(sql, values, exc, dialect.loaded_dbapi.Error,
+                                      dialect=dialect, connection_invalidated=invalidated)
+
+
+class Pool:
+    """Raw connections of one engine; `autocommit` says whether its connections need ending."""
+
+    def __init__(self, engine: sa.Engine, *, autocommit: bool) -> None:
+        self.engine = engine
+        self.autocommit = autocommit
+
+    def connection(self) -> Connection:
+        return Connection(self)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+class Connection:
+    """`with pool.connection() as conn:` — statements on one pooled connection, given back at
+    the end; on a transactional pool, what `commit()` did not end is rolled back."""
+
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+        self.dialect = pool.engine.dialect
+        self._error = self.dialect.loaded_dbapi.Error
+
+    def __enter__(self) -> Connection:
+        self._open()
+        self._pending = False  # a transaction is open on a transactional pool
+        self._fresh = True  # nothing sent on this connection yet
+        return self
+
+    def _open(self) -> None:
+        try:
+            self.raw: PoolProxiedConnection = self.pool.engine.raw_connection()
+        except self._error as exc:
+            raise _wrap(exc, self.dialect) from exc
+        self.cursor = self.raw.cursor()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        try:
+            if self.raw.is_valid:
+                self.cursor.close()
+                if self._pending:
+                    self.raw.rollback()
+        except self._error as rollback_error:
+            # The connection died with the failure; the server rolls back on its own.
+            self.raw.invalidate(rollback_error)
+        finally:
+            self.raw.close()
+
+    def execute(self, statement: Executable, **params: Any) -> None:
+        statement_sql = compiled(statement, self.dialect)
+        values = statement_sql.values(params)
+        try:
+            self.cursor.execute(statement_sql.sql, values)
+        except self._error as exc:
+            disconnected = self.dialect.is_disconnect(exc, self.raw, self.cursor)
+            if disconnected:
+                self.raw.invalidate(exc)
+                if self._fresh:
+                    # A pooled connection the server had dropped, and so had it every idle one
+                    # of the pool: nothing was sent yet, so run it again on a new connection.
+                    self.raw.close()
+                    self.pool.dispose()
+                    self._open()
+                    self._fresh = False
+                    self.execute(statement, **params)
+                    return
+            raise _wrap(exc, self.dialect, statement_sql.sql, values,
+                        invalidated=disconnected) from exc
+        self._fresh = False
+        self._pending = not self.pool.autocommit
+
+    def rows(self, statement: Executable, **params: Any) -> list[tuple]:
+        """Every row, read to the end so no driver keeps the statement (or a SQLite lock)."""
+        self.execute(statement, **params)
+        return list(self.cursor.fetchall())
+
+    def first(self, statement: Executable, **params: Any) -> tuple | None:
+        rows = self.rows(statement, **params)
+        return tuple(rows[0]) if rows else None
+
+    def commit(self) -> None:
+        try:
+            self.raw.commit()
+        except self._error as exc:
+            raise _wrap(exc, self.dialect) from exc
+        self._pending = False
+
+
+@dataclass(frozen=True)
+class RawDatabase:
+    reads: Pool
+    writes: Pool
+
+    def dispose(self) -> None:
+        self.reads.dispose()
+        if self.writes.engine is not self.reads.engine:
+            self.writes.dispose()
+
+
+def init_app(app: Flask, orm_engine_options: dict[str, Any]) -> None:
+    url = app.config["SQLALCHEMY_DATABASE_URI"]
+    # No ping on checkout: the retry above covers a dropped connection for less.
+    options = {k: v for k, v in orm_engine_options.items()
+               if k not in ("isolation_level", "pool_pre_ping")}
+    reads = sa.create_engine(url, isolation_level="AUTOCOMMIT", pool_reset_on_return=None,
+                             **options)
+    if url.startswith("sqlite"):
+        # One local file and no round trips: the webhook's transaction needs no pool of its
+        # own, and SQLite's locking stays the ORM engine's.
+        writes = sa.create_engine(url, **options)
+    else:
+        writes = sa.create_engine(url, pool_reset_on_return=None,
+                                  isolation_level=orm_engine_options.get("isolation_level"),
+                                  **options)
+    app.extensions[EXTENSION] = RawDatabase(Pool(reads, autocommit=True),
+                                            Pool(writes, autocommit=False))
+
+
+def raw_database() -> RawDatabase:
+    return current_app.extensions[EXTENSION]

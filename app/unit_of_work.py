@@ -1,0 +1,47 @@
+"""The unit of work: the one place a database transaction commits or rolls back.
+
+Two boundaries own a transaction — the web request's service call and the job runner — and each
+does it the same way:
+
+    with UnitOfWork() as uow:
+        ...  # the domain reads and writes; the aggregate records its events in `uow`
+        uow.commit()
+
+Leaving the block without `commit()` (an exception, an early return) rolls back, so a failure
+half-way changes nothing. The events the aggregate recorded are handled here once, whichever
+writer made them (a user, extraction, consolidation).
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from app.extensions import db
+from app.memory.events import Event
+
+
+class UnitOfWork:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self._committed = False
+
+    def __enter__(self) -> UnitOfWork:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if not self._committed:
+            self.rollback()
+
+    def record(self, event: Event) -> None:
+        self.events.append(event)
+
+    def commit(self) -> None:
+        db.session.commit()
+        self.events = []
+        self._committed = True
+
+    def rollback(self) -> None:
+        """Undo everything since the last commit; the session stays usable."""
+        db.session.rollback()
+        self.events = []
