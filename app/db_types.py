@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -70,3 +71,12 @@ def prebuilt_upserts(table: sa.Table, columns: Iterable[str],
     for the raw hot paths (`app.rawdb`)."""
     values = {name: sa.bindparam(name) for name in columns}
     return {family: upsert(table, family, values, update) for family in DIALECT_FAMILIES}
+
+
+@sa.event.listens_for(sa.Engine, "connect")
+def _unicode_lower_on_sqlite(dbapi_connection: Any, _record: Any) -> None:
+    """SQLite's own lower() folds ASCII only; searches must fold every script (MySQL does)."""
+    if isinstance(dbapi_connection, sqlite3.Connection):
+        dbapi_connection.create_function(
+            "lower", 1, lambda text: text.lower() if isinstance(text, str) else text,
+            deterministic=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 from app.errors import InvalidInput
 from app.memory.repository import Filters
-from app.memory.rules import ID_MAX, Scope, Status
+from app.memory.rules import ID_MAX, MANUAL_CONTENT_MAX, Scope, Status
 from app.paging import DEFAULT_SIZE, PageRequest
 
 
@@ -43,12 +43,23 @@ def user_id(raw: str | None, name: str) -> int:
     return int(raw)
 
 
+def search(value: Any) -> str | None:
+    """`q`: a substring of the content to look for; empty means no search."""
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str) or len(value) > MANUAL_CONTENT_MAX:
+        raise InvalidInput("search_invalid",
+                           f"q must be a text of at most {MANUAL_CONTENT_MAX} characters")
+    return value
+
+
 def filters(args: Mapping[str, Any], *, project_key: bool = True) -> Filters:
-    """scope, projectKey (when allowed) and status of a memory list."""
+    """scope, projectKey (when allowed), status and q of a memory list."""
     key = args.get("projectKey") if project_key else None
     return Filters(scope=scope(args.get("scope"), required=False),
                    project_key=key.strip() if key else None,
-                   status=status(args.get("status"), required=False))
+                   status=status(args.get("status"), required=False),
+                   q=search(args.get("q")))
 
 
 def page_request(args: Mapping[str, Any], default_size: int = DEFAULT_SIZE) -> PageRequest:

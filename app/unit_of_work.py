@@ -9,7 +9,8 @@ does it the same way:
 
 Leaving the block without `commit()` (an exception, an early return) rolls back, so a failure
 half-way changes nothing. The events the aggregate recorded are handled here once, whichever
-writer made them (a user, extraction, consolidation).
+writer made them (a user, extraction, consolidation): their journal rows go into the
+transaction just before it commits.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from types import TracebackType
 
 from app.extensions import db
+from app.memory import journal
 from app.memory.events import Event
 
 
@@ -36,9 +38,16 @@ class UnitOfWork:
     def record(self, event: Event) -> None:
         self.events.append(event)
 
-    def commit(self) -> None:
-        db.session.commit()
+    def flush(self) -> None:
+        """Send what a commit would — the pending changes and the journal — but keep the
+        transaction open."""
+        journal.write(self.events)
         self.events = []
+        db.session.flush()
+
+    def commit(self) -> None:
+        self.flush()
+        db.session.commit()
         self._committed = True
 
     def rollback(self) -> None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 from flask import Blueprint, request
 
 from app import params
-from app.auth.identity import admin_api
+from app.auth.identity import admin_api, current_user_id
 from app.envelope import json_body, ok
 from app.errors import InvalidInput
 from app.extraction.models import JobOutcome
 from app.extraction.outcomes import OutcomeStatus
-from app.memory import service as memory
+from app.memory import access_log as access
+from app.memory import audit
 from app.memory.models import MemoryItem
 from app.system import service as system
 
@@ -29,9 +30,24 @@ def audit_memory():
     """A page of one user's memories, for audit (needs memory:read)."""
     args = request.args
     user_id = params.user_id(args.get("userId"), "userId")
-    page = memory.list_items(user_id, params.filters(args, project_key=False),
-                             params.page_request(args))
+    page = audit.memories(current_user_id(), user_id, params.filters(args, project_key=False),
+                          params.page_request(args))
     return ok(page.to_dict(MemoryItem.to_dict))
+
+
+@bp.get("/memory/<int:item_id>/history")
+@admin_api(MEMORY_READ)
+def audit_history(item_id: int):
+    """Any user's memory's changes, oldest first, for audit (needs memory:read)."""
+    return ok([entry.to_dict() for entry in audit.history(current_user_id(), item_id)])
+
+
+@bp.get("/access-log")
+@admin_api()
+def access_log():
+    """Every audit read of anyone's memories, newest first (admins)."""
+    page = access.page(params.page_request(request.args))
+    return ok(page.to_dict(lambda record: record.to_dict(with_subject=True)))
 
 
 @bp.get("/settings")

@@ -20,7 +20,7 @@ from app.auth.models import User
 from app.envelope import ApiError
 from app.errors import DomainError
 from app.extensions import db
-from app.memory import service as memory
+from app.memory import audit
 from app.memory.repository import Filters
 from app.memory.rules import Scope, Status
 from app.paging import PageRequest
@@ -102,9 +102,10 @@ def memory_audit():
     subject = listing = None
     if view.user_id is not None:
         subject = db.session.get(User, view.user_id)
-        listing = memory.list_items(
-            view.user_id, Filters(scope=params.scope(view.scope, required=False),
-                                  status=params.status(view.status, required=False)),
+        listing = audit.memories(
+            pages.current_user().id, view.user_id,
+            Filters(scope=params.scope(view.scope, required=False),
+                    status=params.status(view.status, required=False)),
             PageRequest(view.page, PAGE_SIZE))
     return pages.page_or_fragment(
         "admin/memory.html", "admin/_audit_results.html",

@@ -23,7 +23,6 @@ from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.db_types import utcnow
-from app.extensions import db
 from app.extraction import consolidation, parser, pipeline, trigger
 from app.extraction.llm import LlmError, LlmTransientError
 from app.extraction.models import ConsolidationState
@@ -170,4 +169,4 @@ def warm_up() -> None:
         trigger.groups_due(nobody, outcome.written_groups)
         ConsolidationState.cooling_down(nobody, utcnow(), trigger.COOLDOWN)
         outcome.stage()
-        db.session.flush()
+        uow.flush()

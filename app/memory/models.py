@@ -1,4 +1,5 @@
-"""memory_item and user_memory_preference (seed §5.1). Their SQL is in `repository`."""
+"""memory_item and user_memory_preference (seed §5.1), the journal of their changes and the log
+of who read them. Their SQL is in `repository`, `journal` and `access_log`."""
 
 from __future__ import annotations
 
@@ -69,3 +70,40 @@ class UserMemoryPreference(db.Model):
     auto_capture_enabled: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, default=False)
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
     updated_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
+
+
+class MemoryEvent(db.Model):
+    """One change of a memory (SPEC §8 Provenance), written by `journal` with the change."""
+
+    __tablename__ = "memory_event"
+    __table_args__ = (sa.Index("idx_memory_event_memory", "memory_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    memory_id: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
+    type: Mapped[str] = mapped_column(
+        sa.String(16), nullable=False,
+        comment="CREATED/EDITED/TOUCHED/UPDATED/DISMISSED/RESTORED/DEMOTED/CONSOLIDATED")
+    actor: Mapped[str] = mapped_column(sa.String(16), nullable=False,
+                                       comment="USER/EXTRACTION/CONSOLIDATION")
+    session_id: Mapped[int | None] = mapped_column(
+        sa.BigInteger, comment="the platform session that caused it; NULL for the user's own")
+    before: Mapped[str | None] = mapped_column(
+        sa.Text, comment="content before; CONSOLIDATED: JSON array of the merged contents")
+    after: Mapped[str | None] = mapped_column(sa.Text, comment="content after")
+    at: Mapped[datetime] = mapped_column(Timestamp, nullable=False)
+
+
+class MemoryAccess(db.Model):
+    """One audit read of a user's memories (SPEC §8 Audit transparency)."""
+
+    __tablename__ = "memory_access_log"
+    __table_args__ = (sa.Index("idx_memory_access_subject", "subject_user_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    viewer_id: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
+    subject_user_id: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
+    what: Mapped[str] = mapped_column(sa.String(16), nullable=False, comment="LIST/HISTORY")
+    memory_id: Mapped[int | None] = mapped_column(sa.BigInteger,
+                                                  comment="HISTORY: the memory")
+    at: Mapped[datetime] = mapped_column(Timestamp, nullable=False)

@@ -77,6 +77,13 @@ def owned(user_id: int, item_id: int, *, for_update: bool = False) -> MemoryItem
     return db.session.scalar(query.with_for_update() if for_update else query)
 
 
+def owner_of(item_id: int) -> int | None:
+    """The user a memory belongs to (for an auditor, who reads any user's)."""
+    if not 0 < item_id <= ID_MAX:
+        return None
+    return db.session.scalar(sa.select(MemoryItem.user_id).where(MemoryItem.id == item_id))
+
+
 def add(item: MemoryItem) -> MemoryItem:
     """A new row written now (its id known); IntegrityError when the user has these words."""
     db.session.add(item)
@@ -118,6 +125,7 @@ class Filters:
     scope: Scope | None = None
     project_key: str | None = None
     status: Status | None = None
+    q: str | None = None  # a case-insensitive substring of the content, wildcards literal
 
 
 def page(user_id: int, filters: Filters, request: PageRequest) -> Page[MemoryItem]:
@@ -129,7 +137,17 @@ def page(user_id: int, filters: Filters, request: PageRequest) -> Page[MemoryIte
         conditions.append(MemoryItem.project_key == filters.project_key)
     if filters.status is not None:
         conditions.append(MemoryItem.status == filters.status.value)
+    if filters.q:
+        # lower() on both sides: the column's collation may be case-sensitive (SQLite's lower is
+        # made Unicode-aware in app.extensions).
+        conditions.append(sa.func.lower(MemoryItem.content).like(
+            "%" + _escape_like(filters.q.lower()) + "%", escape="/"))
     return paginate(sa.select(MemoryItem).where(*conditions).order_by(*NEWEST_FIRST), request)
+
+
+def _escape_like(text: str) -> str:
+    """`text` matched literally by LIKE: its wildcards and the escape character escaped."""
+    return text.replace("/", "//").replace("%", "/%").replace("_", "/_")
 
 
 # ---- injection (seed §5.2) ------------------------------------------------------------------

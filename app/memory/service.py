@@ -16,7 +16,7 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from app.db_types import utcnow
 from app.errors import DuplicateContent, InvalidInput, MemoryNotFound
-from app.memory import repository, rules
+from app.memory import journal, repository, rules
 from app.memory.events import Actor, SettingsChanged
 from app.memory.memories import UserMemories
 from app.memory.models import MemoryItem
@@ -54,6 +54,14 @@ def get_item(user_id: int, item_id: int) -> MemoryItem:
     if item is None:
         raise MemoryNotFound()
     return item
+
+
+def history(user_id: int, item_id: int) -> list[journal.Entry]:
+    """The memory's changes, oldest first (SPEC §8 Provenance)."""
+    entries = journal.history(user_id, item_id)
+    if entries is None:
+        raise MemoryNotFound()
+    return entries
 
 
 def auto_capture_enabled(user_id: int) -> bool:

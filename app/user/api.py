@@ -8,7 +8,9 @@ from app import params
 from app.auth.identity import current_user_id, user_api
 from app.envelope import json_body, ok
 from app.errors import InvalidInput
+from app.memory import access_log as access
 from app.memory import service
+from app.memory.access_log import Access
 from app.memory.models import MemoryItem
 
 bp = Blueprint("user_api", __name__, url_prefix="/api/v1/memory")
@@ -50,6 +52,28 @@ def delete_memory(item_id: int):
     """Delete for good (D3: the same fact may be learnt again)."""
     service.delete_item(current_user_id(), item_id)
     return ok(None)
+
+
+@bp.get("/<int:item_id>/history")
+@user_api
+def memory_history(item_id: int):
+    """How the memory came to be what it is: its changes, oldest first."""
+    return ok([entry.to_dict() for entry in service.history(current_user_id(), item_id)])
+
+
+@bp.get("/preview")
+@user_api
+def preview():
+    """Exactly what the context endpoint answers for the caller and this project key."""
+    return ok(service.context_for(current_user_id(), request.args.get("projectKey")))
+
+
+@bp.get("/access-log")
+@user_api
+def access_log():
+    """Who read the caller's memories as an auditor, newest first."""
+    page = access.page(params.page_request(request.args), current_user_id())
+    return ok(page.to_dict(Access.to_dict))
 
 
 @bp.get("/settings")

@@ -10,8 +10,8 @@ from sqlalchemy.exc import IntegrityError
 from app import rawdb
 from app.db_types import utcnow
 from app.extensions import db
-from app.memory import repository, rules
-from app.memory.models import MemoryItem
+from app.memory import journal, repository, rules
+from app.memory.models import MemoryEvent, MemoryItem
 from app.memory.repository import Filters
 from app.memory.rules import Scope, Status
 from app.paging import PageRequest
@@ -51,12 +51,12 @@ def test_timestamps_keep_microseconds(ctx):
 
 
 @contextmanager
-def captured_selects(monkeypatch) -> Iterator[list[tuple[str, dict]]]:
-    """The SELECTs on memory_item the code under test really sends, session and read pool."""
+def captured_selects(monkeypatch, table: str = "memory_item") -> Iterator[list[tuple[str, dict]]]:
+    """The SELECTs on `table` the code under test really sends, session and read pool."""
     captured: list[tuple[str, dict]] = []
 
     def grab(conn, cursor, statement, parameters, context, executemany):
-        if statement.lstrip().startswith("SELECT") and "memory_item" in statement:
+        if statement.lstrip().startswith("SELECT") and table in statement:
             captured.append((statement, parameters))
 
     execute = rawdb.Connection.execute
@@ -91,7 +91,7 @@ def populated(ctx):
     db.session.add_all([_row(u, f"fact {u} {i}", scope="PROJECT" if i % 2 else "USER",
                              project_key="mao" if i % 2 else "",
                              status="DISMISSED" if i % 5 == 0 else "ACTIVE")
-                        for u in range(1, 13) for i in range(80)])
+                        for u in range(1, 61) for i in range(80)])
     db.session.commit()
     db.session.execute(sa.text("ANALYZE TABLE memory_item"))
 
@@ -106,6 +106,9 @@ def populated(ctx):
                                          PageRequest()), id="list-scope"),
     pytest.param(lambda: repository.page(7, Filters(project_key="mao", status=Status.DISMISSED),
                                          PageRequest()), id="list-project"),
+    pytest.param(lambda: repository.page(7, Filters(q="fact 1"), PageRequest()), id="search"),
+    pytest.param(lambda: repository.page(7, Filters(q="fact", status=Status.ACTIVE),
+                                         PageRequest()), id="search-active"),
 ])
 def test_list_and_injection_reads_are_index_ordered(populated, monkeypatch, read):
     with captured_selects(monkeypatch) as statements:
@@ -115,3 +118,17 @@ def test_list_and_injection_reads_are_index_ordered(populated, monkeypatch, read
         for step in _plan(statement, parameters):
             assert step["key"] and step["key"] != "PRIMARY", (statement, step)
             assert "filesort" not in (step["Extra"] or ""), (statement, step)
+
+
+def test_a_memorys_history_is_one_indexed_query(populated, monkeypatch):
+    """Its events by idx_memory_event_memory, in the index's order."""
+    db.session.execute(sa.insert(MemoryEvent), [
+        {"memory_id": m, "user_id": 7, "type": "CREATED", "actor": "USER", "at": utcnow()}
+        for m in range(1, 400)])
+    db.session.commit()
+    with captured_selects(monkeypatch, table="memory_event") as statements:
+        assert len(journal.history(7, 42)) == 1
+    ((statement, parameters),) = statements
+    (step,) = _plan(statement, parameters)
+    assert step["key"] == "idx_memory_event_memory", step
+    assert "filesort" not in (step["Extra"] or ""), step

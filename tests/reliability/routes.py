@@ -68,8 +68,14 @@ REQUESTS: dict[Route, Request] = {
         "/api/v1/memory/settings", json={"autoCaptureEnabled": True},
         big_field="autoCaptureEnabled"),
     ("/api/v1/memory/projects", "GET"): Request("/api/v1/memory/projects"),
+    ("/api/v1/memory/<int:item_id>/history", "GET"): Request("/api/v1/memory/{item}/history"),
+    ("/api/v1/memory/preview", "GET"): Request("/api/v1/memory/preview?projectKey=mao"),
+    ("/api/v1/memory/access-log", "GET"): Request("/api/v1/memory/access-log"),
     # JSON API: admin
     ("/api/v1/admin/memory", "GET"): Request("/api/v1/admin/memory?userId={owner}"),
+    ("/api/v1/admin/memory/<int:item_id>/history", "GET"): Request(
+        "/api/v1/admin/memory/{item}/history"),
+    ("/api/v1/admin/access-log", "GET"): Request("/api/v1/admin/access-log"),
     ("/api/v1/admin/models", "GET"): Request("/api/v1/admin/models"),
     ("/api/v1/admin/outcomes", "GET"): Request("/api/v1/admin/outcomes"),
     ("/api/v1/admin/settings", "GET"): Request("/api/v1/admin/settings"),

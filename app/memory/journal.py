@@ -1,0 +1,87 @@
+"""The journal: a memory_event row for every change of a memory (SPEC §8 Provenance).
+
+The unit of work calls `write` with the events the aggregate recorded, just before it commits,
+so the rows are in the same transaction as the change, whoever made it: all of a transaction's
+rows in one INSERT. A memory deleted for good takes its rows with it (deleted means gone).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from app.db_types import iso
+from app.extensions import db
+from app.memory.events import Changed, Deleted, Event, EventType
+from app.memory.models import MemoryEvent, MemoryItem
+from app.memory.rules import ID_MAX
+
+
+def _stored_before(event: Changed) -> str | None:
+    if isinstance(event.before, list):
+        return json.dumps(event.before, ensure_ascii=False)
+    return event.before
+
+
+def write(events: Sequence[Event]) -> None:
+    """The journal rows of one transaction's events (purges first, then one batched INSERT)."""
+    deleted = {i for e in events if isinstance(e, Deleted) for i in e.memory_ids}
+    if deleted:
+        db.session.execute(sa.delete(MemoryEvent).where(MemoryEvent.memory_id.in_(deleted))
+                           .execution_options(synchronize_session=False))
+    rows = [{"memory_id": e.memory_id, "user_id": e.user_id, "type": e.type.value,
+             "actor": e.actor.value, "session_id": e.session_id, "before": _stored_before(e),
+             "after": e.after, "at": e.at}
+            for e in events if isinstance(e, Changed) and e.memory_id not in deleted]
+    if rows:
+        db.session.execute(sa.insert(MemoryEvent), rows)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One event of a memory's history, as the API shows it."""
+
+    id: int
+    type: str
+    at: datetime
+    actor: str
+    session_id: int | None
+    before: str | list[str] | None
+    after: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "type": self.type, "at": iso(self.at), "actor": self.actor,
+                "sessionId": self.session_id, "before": self.before, "after": self.after}
+
+
+def history(user_id: int, memory_id: int) -> list[Entry] | None:
+    """The memory's events, oldest first; None when the user has no such memory.
+
+    One query on idx_memory_event_memory, in its order: every memory has at least its CREATED
+    event, so only a memory from before the journal existed needs a second look to tell "no
+    events" from "no such memory".
+    """
+    if not 0 < memory_id <= ID_MAX:
+        return None
+    events = db.session.scalars(
+        sa.select(MemoryEvent)
+        .where(MemoryEvent.memory_id == memory_id, MemoryEvent.user_id == user_id)
+        .order_by(MemoryEvent.id)).all()
+    if events:
+        return [_entry(event) for event in events]
+    exists = db.session.scalar(sa.select(MemoryItem.id).where(
+        MemoryItem.id == memory_id, MemoryItem.user_id == user_id))
+    return None if exists is None else []
+
+
+def _entry(event: MemoryEvent) -> Entry:
+    before: str | list[str] | None = event.before
+    if event.type == EventType.CONSOLIDATED and before is not None:
+        before = json.loads(before)
+    return Entry(event.id, event.type, event.at, event.actor, event.session_id, before,
+                 event.after)
