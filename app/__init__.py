@@ -21,6 +21,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     app.config.from_mapping(app_config.from_environment(app.instance_path))
     if config:
         app.config.from_mapping(config)
+    app_config.log_missing_platform_secrets(app.config)
     # UTF-8 JSON, keys in the order the code writes them: memories are mostly Chinese, and
     # escaping every character tripled the size of the context read's answer.
     app.json.ensure_ascii = False

@@ -1,9 +1,12 @@
 """App factory and configuration from the environment (SPEC §2)."""
 
+import logging
+
 import pytest
 
 from app import create_app
 from app.config import DEV_SECRET_KEY
+from tests.conftest import TEST_DATABASE_URL
 
 
 def test_config_override(make_app):
@@ -40,6 +43,22 @@ def test_dev_secret_key_is_refused_in_production(monkeypatch, variable):
     monkeypatch.setenv(variable, "production")
     with pytest.raises(RuntimeError, match="SECRET_KEY"):
         create_app()
+
+
+def test_production_logs_which_platform_secrets_are_missing(monkeypatch, caplog):
+    for name in ("MEMORY_SERVICE_TOKEN", "MEMORY_WEBHOOK_SECRET", "FLASK_ENV"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("APP_ENV", "production")
+    monkeypatch.setenv("SECRET_KEY", "a-real-production-key")
+    monkeypatch.setenv("DATABASE_URL", TEST_DATABASE_URL)
+    with caplog.at_level(logging.WARNING, logger="app.config"):
+        create_app()
+    assert [r.getMessage() for r in caplog.records] == [
+        "event=config.platform_secret_missing variable=MEMORY_SERVICE_TOKEN "
+        "effect='platform endpoints answer 401'",
+        "event=config.platform_secret_missing variable=MEMORY_WEBHOOK_SECRET "
+        "effect='the completion webhook answers 503'",
+    ]
 
 
 def test_mysql_sessions_read_committed(app):
