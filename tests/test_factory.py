@@ -6,7 +6,9 @@ import pytest
 
 from app import create_app
 from app.config import DEV_SECRET_KEY
+from app.platform import credentials
 from tests.conftest import TEST_DATABASE_URL
+from tests.extraction.support import event, post_webhook
 
 
 def test_config_override(make_app):
@@ -59,6 +61,21 @@ def test_production_logs_which_platform_secrets_are_missing(monkeypatch, caplog)
         "event=config.platform_secret_missing variable=MEMORY_WEBHOOK_SECRET "
         "effect='the completion webhook answers 503'",
     ]
+
+
+def test_an_app_not_started_by_serve_keeps_platform_endpoints_closed(make_app, tmp_path):
+    """Secrets `serve` generated into the instance folder open nothing for gunicorn, workers or
+    tests: with the variables unset, the platform endpoints stay closed (SPEC §2)."""
+    app = make_app(MEMORY_SERVICE_TOKEN=None, MEMORY_WEBHOOK_SECRET=None)
+    app.instance_path = str(tmp_path)
+    generated, created = credentials.load_or_create(str(tmp_path))
+    assert created
+    client = app.test_client()
+    context = client.get("/api/v1/internal/memory/context?userId=1", headers={
+        "Authorization": f"Bearer {generated['MEMORY_SERVICE_TOKEN']}"})
+    assert context.status_code == 401
+    status, _ = post_webhook(client, event(), secret=generated["MEMORY_WEBHOOK_SECRET"])
+    assert status == 503
 
 
 def test_mysql_sessions_read_committed(app):
