@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
 import shlex
 
@@ -22,6 +23,12 @@ platform = AppGroup("platform", help="Act as the agent platform against a runnin
 # An example task long enough for extraction (D11 skips user messages under 20 characters).
 EXAMPLE_USER_MESSAGE = "以后报告都用中文写,我们这个仓库统一用 pnpm 管理依赖"
 EXAMPLE_ANSWER = "好的,报告已用中文写好,依赖也改用 pnpm 安装了。"
+
+
+def _log_to_stderr() -> None:
+    """Job events at INFO, one structured line each: the same for `worker` and `serve`."""
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
 
 
 @users.command("create")
@@ -183,6 +190,8 @@ def serve(host: str, port: int) -> None:
                    "--admin")
     if filled is not None:
         click.echo(_platform_banner(app, base, filled))
+    # The in-process jobs log what they did, as the worker's do.
+    _log_to_stderr()
     # Flask refuses app.run() inside a CLI command; run werkzeug's server directly.
     run_simple(host, port, app, threaded=True, use_reloader=False)
 
@@ -214,16 +223,13 @@ def _platform_banner(app: Flask, base: str, filled: credentials.Filled) -> str:
 @with_appcontext
 def worker(burst: bool, fork: bool) -> None:
     """Run jobs of the `memory` queue (needs REDIS_URL; start as many as you like)."""
-    import logging
-
     from jobs.worker import run_worker
 
     app = current_app._get_current_object()
     if not app.config.get("REDIS_URL"):
         raise click.ClickException("REDIS_URL is not set: without Redis the jobs run inside "
                                    "the web process and no worker is needed")
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    _log_to_stderr()
     run_worker(app, burst=burst, fork=fork)
 
 

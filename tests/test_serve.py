@@ -1,9 +1,10 @@
 """`flask --app wsgi serve`, the embedded setup's server, started for real: platform secrets
-generated once outside production."""
+generated once outside production, and job events in its log as in the worker's."""
 
 from __future__ import annotations
 
 import json
+import re
 import stat
 import subprocess
 import urllib.error
@@ -11,7 +12,8 @@ import urllib.request
 
 from app.platform import client, credentials
 from tests.conftest import SERVICE_TOKEN, WEBHOOK_SECRET
-from tests.extraction.support import event
+from tests.extraction.support import USER_ID, capture_on, event
+from tests.jobs.workers import wait_until
 from tests.serving import serve
 
 CONTEXT = "/api/v1/internal/memory/context?userId=1&projectKey=mao"
@@ -81,3 +83,16 @@ def test_serve_in_production_generates_no_platform_secrets(app, tmp_path):
     assert not (instance / credentials.FILE_NAME).exists()
     for name in ("MEMORY_SERVICE_TOKEN", "MEMORY_WEBHOOK_SECRET"):
         assert f"event=config.platform_secret_missing variable={name}" in log
+
+
+def test_serve_logs_job_events_at_info_as_the_worker_does(app, llm, tmp_path):
+    capture_on(app)
+    llm.reply_items([])
+    with serve(tmp_path / "instance", tmp_path, MEMORY_WEBHOOK_SECRET=WEBHOOK_SECRET) as served:
+        body = event()
+        assert client.deliver(served.url, WEBHOOK_SECRET, body).status == 202
+        finished = re.compile(
+            r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO app\.extraction\.outcomes "
+            rf"event=job\.finished kind=extraction job=extract-\w+ event_id={body['eventId']} "
+            rf"user={USER_ID} .*status=succeeded reason=nothing_to_remember ", re.MULTILINE)
+        wait_until(lambda: finished.search(served.log()), 30, "the job's log line")
