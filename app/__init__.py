@@ -73,6 +73,7 @@ def _import_models() -> None:
 
 def _register_blueprints(app: Flask) -> None:
     from app.admin.api import bp as admin_api
+    from app.admin.outcome_pages import bp as outcome_pages
     from app.admin.pages import bp as admin_pages
     from app.auth.pages import bp as auth_pages
     from app.health import bp as health
@@ -83,8 +84,8 @@ def _register_blueprints(app: Flask) -> None:
     from app.user.api import bp as user_api
     from app.user.pages import bp as user_pages
 
-    for blueprint in (health, auth_pages, user_pages, admin_pages, user_api, admin_api,
-                      platform_api, openapi):
+    for blueprint in (health, auth_pages, user_pages, admin_pages, outcome_pages, user_api,
+                      admin_api, platform_api, openapi):
         app.register_blueprint(blueprint)
     # The completion webhook (HMAC, not a token) and the Prometheus scrape endpoint.
     for blueprint in (webhook, metrics):
