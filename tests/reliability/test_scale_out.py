@@ -19,7 +19,7 @@ from tests.jobs.workers import registered_workers, wait_until, worker_processes
 from tests.serving import gunicorn
 
 SHARED_SESSION = 301
-LLM_DELAY_S = 0.3
+LLM_DELAY_S = 0.5
 WEB_ENV = {"REDIS_URL": TEST_REDIS_URL, "MEMORY_WEBHOOK_SECRET": WEBHOOK_SECRET,
            "MEMORY_SERVICE_TOKEN": SERVICE_TOKEN, "SECRET_KEY": "one-key-for-every-web-process",
            "MEMORY_LLM_TIMEOUT_S": "5"}
