@@ -13,7 +13,7 @@ from werkzeug.serving import run_simple
 
 from app import config as app_config
 from app.auth import service as accounts
-from app.platform import client, credentials
+from app.platform import client, credentials, webhook
 from app.system import service as system
 
 users = AppGroup("users", help="Manage accounts, grants and personal API tokens.")
@@ -107,7 +107,7 @@ def list_models() -> None:
 @click.option("--project", "project_key", help="The session's projectKey (none: no project).")
 @click.option("--user-message", required=True, help="The task's last user message.")
 @click.option("--answer", required=True, help="The task's final assistant answer.")
-@click.option("--session-id", type=click.IntRange(1, accounts.MAX_USER_ID),
+@click.option("--session-id", type=click.IntRange(1, webhook.MAX_ID),
               help="The platform session (default: a new one).")
 @click.option("--event-id", help="Unique per completion (default: a new one); repeat one to "
                                  "see duplicate_event.")
