@@ -25,6 +25,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     app.config.from_mapping(app_config.from_environment(app.instance_path))
     if config:
         app.config.from_mapping(config)
+    app_config.log_missing_platform_secrets(app.config)
     # UTF-8 JSON, keys in the order the code writes them: memories are mostly Chinese, and
     # escaping every character tripled the size of the context read's answer.
     app.json.ensure_ascii = False
@@ -72,6 +73,7 @@ def _import_models() -> None:
 
 def _register_blueprints(app: Flask) -> None:
     from app.admin.api import bp as admin_api
+    from app.admin.outcome_pages import bp as outcome_pages
     from app.admin.pages import bp as admin_pages
     from app.auth.pages import bp as auth_pages
     from app.health import bp as health
@@ -82,8 +84,8 @@ def _register_blueprints(app: Flask) -> None:
     from app.user.api import bp as user_api
     from app.user.pages import bp as user_pages
 
-    for blueprint in (health, auth_pages, user_pages, admin_pages, user_api, admin_api,
-                      platform_api, openapi):
+    for blueprint in (health, auth_pages, user_pages, admin_pages, outcome_pages, user_api,
+                      admin_api, platform_api, openapi):
         app.register_blueprint(blueprint)
     # The completion webhook (HMAC, not a token) and the Prometheus scrape endpoint.
     for blueprint in (webhook, metrics):

@@ -1,18 +1,36 @@
-"""Operator commands (SPEC §7): `flask --app wsgi users|models …`."""
+"""Operator commands (SPEC §7): `flask --app wsgi users|models|platform|serve …` (`worker` is
+added by `jobs`)."""
 
 from __future__ import annotations
 
+import logging
+import secrets
+import shlex
+
 import click
-from flask import Flask
+from flask import Flask, current_app
 from flask.cli import AppGroup
 from werkzeug.serving import run_simple
 
+from app import config as app_config
 from app.auth import service as accounts
 from app.memory.rules import ID_MAX
+from app.platform import client, credentials
 from app.system import service as system
 
 users = AppGroup("users", help="Manage accounts, grants and personal API tokens.")
 models = AppGroup("models", help="Register the LLM models extraction may use.")
+platform = AppGroup("platform", help="Act as the agent platform against a running service.")
+
+# An example task long enough for extraction (D11 skips user messages under 20 characters).
+EXAMPLE_USER_MESSAGE = "以后报告都用中文写,我们这个仓库统一用 pnpm 管理依赖"
+EXAMPLE_ANSWER = "好的,报告已用中文写好,依赖也改用 pnpm 安装了。"
+
+
+def log_to_stderr() -> None:
+    """Job events at INFO, one structured line each: the same for `worker` and `serve`."""
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
 
 
 @users.command("create")
@@ -86,13 +104,73 @@ def list_models() -> None:
                    f"\t{row.api_key_env or '-'}{flag}")
 
 
+@platform.command("complete")
+@click.argument("user_id", type=click.IntRange(1, ID_MAX))
+@click.option("--project", "project_key", help="The session's projectKey (none: no project).")
+@click.option("--user-message", required=True, help="The task's last user message.")
+@click.option("--answer", required=True, help="The task's final assistant answer.")
+@click.option("--session-id", type=click.IntRange(1, ID_MAX),
+              help="The platform session (default: a new one).")
+@click.option("--event-id", help="Unique per completion (default: a new one); repeat one to "
+                                 "see duplicate_event.")
+@click.option("--url", default="http://127.0.0.1:5000", show_default=True,
+              help="The running service.")
+@click.option("--phase", default="COMPLETED", show_default=True,
+              help="COMPLETED, FAILED, CANCELLED…; only COMPLETED is learnt from.")
+@click.option("--session-type", default="NORMAL", show_default=True,
+              help="NORMAL, SUBAGENT, SIDE_TASK…; subagents and side tasks are not learnt from.")
+def complete(user_id: int, project_key: str | None, user_message: str, answer: str,
+             session_id: int | None, event_id: str | None, url: str, phase: str,
+             session_type: str) -> None:
+    """Send a signed completion event for USER_ID, as a platform does when a task ends.
+
+    Signs with MEMORY_WEBHOOK_SECRET, or outside production with the secret `serve` generated
+    into instance/. Prints the HTTP status and the service's answer; exits 1 unless it is 2xx.
+    """
+    secret = _webhook_secret()
+    event = {
+        "eventId": event_id or f"cli-{secrets.token_hex(8)}",
+        "sessionId": session_id or secrets.randbelow(2**31 - 1) + 1,
+        "userId": user_id, "projectKey": project_key, "workspace": None,
+        "sessionType": session_type, "channel": "WEB", "phase": phase,
+        "lastUserMessage": user_message, "lastAssistantMessage": answer,
+    }
+    click.echo(f"POST {url.rstrip('/')}{client.WEBHOOK_PATH} eventId={event['eventId']} "
+               f"sessionId={event['sessionId']} userId={user_id}")
+    try:
+        reply = client.deliver(url, secret, event)
+    except client.Unreachable as exc:
+        raise click.ClickException(f"no answer from {exc}") from None
+    click.echo(f"HTTP {reply.status}")
+    click.echo(reply.body.rstrip("\n"))
+    if not 200 <= reply.status < 300:
+        raise click.exceptions.Exit(1)
+
+
+def _webhook_secret() -> str:
+    """The configured secret; outside production, else the one `serve` keeps in instance/."""
+    secret = current_app.config.get("MEMORY_WEBHOOK_SECRET")
+    if not secret and not app_config.is_production():
+        try:
+            secret = credentials.read(current_app.instance_path).get("MEMORY_WEBHOOK_SECRET")
+        except credentials.CredentialsFileError as exc:
+            raise click.ClickException(str(exc)) from None
+    if not secret:
+        raise click.ClickException(
+            "MEMORY_WEBHOOK_SECRET is unset (and `serve` has generated none into "
+            f"{credentials.file_path(current_app.instance_path)}): set it to the service's secret")
+    return secret
+
+
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=5000, show_default=True, type=int)
 def serve(host: str, port: int) -> None:
-    """Run the service on its built-in server (the embedded setup; use gunicorn in production)."""
-    from flask import current_app
+    """Run the service on its built-in server (the embedded setup; use gunicorn in production).
 
+    Outside production, platform secrets left unset are generated once into instance/ and
+    reused on later starts, so the platform endpoints answer from the first start.
+    """
     from app.auth.models import User
     from app.extensions import db
 
@@ -100,17 +178,46 @@ def serve(host: str, port: int) -> None:
     with app.app_context():
         has_users = db.session.scalar(db.select(db.func.count()).select_from(User)) > 0
         db.session.remove()
+    filled = None
+    if not app_config.is_production():
+        try:
+            filled = credentials.fill_unset(app)
+        except credentials.CredentialsFileError as exc:
+            raise click.ClickException(str(exc)) from None
     base = f"http://{host}:{port}"
     click.echo(f"Memory service: log in at {base}/login (API docs: {base}/api/openapi.json)")
     if not has_users:
         click.echo("No users yet. In another terminal, create the first one:\n"
                    "  .venv/bin/flask --app wsgi users create admin --password 'choose-one' "
                    "--admin")
+    if filled is not None:
+        click.echo(_platform_banner(app, base, filled))
+    # The in-process jobs log what they did, as the worker's do.
+    log_to_stderr()
     # Flask refuses app.run() inside a CLI command; run werkzeug's server directly.
     run_simple(host, port, app, threaded=True, use_reloader=False)
+
+
+def _platform_banner(app: Flask, base: str, filled: credentials.Filled) -> str:
+    """The platform credentials in effect and a copy-paste example of both platform calls."""
+    source = "generated into" if filled.created else "reused from"
+    token = app.config["MEMORY_SERVICE_TOKEN"]
+    context_url = f"{base}/api/v1/internal/memory/context?userId=1&projectKey=mao"
+    example = ["platform", "complete", "1", "--project", "mao", "--url", base,
+               "--user-message", EXAMPLE_USER_MESSAGE, "--answer", EXAMPLE_ANSWER]
+    return "\n".join([
+        f"Platform credentials ({source} {filled.path}, kept for later starts; set them in the "
+        "environment to choose your own):",
+        *(f"  {name}={app.config[name]}{'' if name in filled.names else '  (environment)'}"
+          for name in app_config.PLATFORM_SECRETS),
+        "Try the platform side from another terminal (user 1, project mao):",
+        f"  curl -s {shlex.quote(context_url)} -H {shlex.quote(f'Authorization: Bearer {token}')}",
+        f"  .venv/bin/flask --app wsgi {shlex.join(example)}",
+    ])
 
 
 def register_cli(app: Flask) -> None:
     app.cli.add_command(users)
     app.cli.add_command(models)
+    app.cli.add_command(platform)
     app.cli.add_command(serve)

@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 DEV_SECRET_KEY = "dev-only-secret-key-do-not-use-in-production"
 DEFAULT_RETRY_DELAYS_S = (5, 30, 120)
 
 
-def _is_production() -> bool:
+# What each unset platform secret leaves closed (SPEC §2).
+PLATFORM_SECRETS = {
+    "MEMORY_SERVICE_TOKEN": "platform endpoints answer 401",
+    "MEMORY_WEBHOOK_SECRET": "the completion webhook answers 503",
+}
+
+
+def is_production() -> bool:
+    """FLASK_ENV or APP_ENV says production."""
     return "production" in (os.environ.get("FLASK_ENV", ""), os.environ.get("APP_ENV", ""))
 
 
@@ -31,7 +43,7 @@ def _retry_delays(raw: str | None) -> tuple[int, ...]:
 def from_environment(instance_path: str) -> dict[str, Any]:
     """Build the Flask config mapping from environment variables."""
     secret_key = os.environ.get("SECRET_KEY") or DEV_SECRET_KEY
-    if secret_key == DEV_SECRET_KEY and _is_production():
+    if secret_key == DEV_SECRET_KEY and is_production():
         raise RuntimeError("SECRET_KEY must be set when FLASK_ENV/APP_ENV is production")
     bot_keys = os.environ.get("MEMORY_BOT_PROJECT_KEYS", "weixin-bot")
     return {
@@ -50,8 +62,19 @@ def from_environment(instance_path: str) -> dict[str, Any]:
         # model's api_key_env can name any variable of the process environment.
         "SESSION_COOKIE_HTTPONLY": True,
         "SESSION_COOKIE_SAMESITE": "Lax",
-        "SESSION_COOKIE_SECURE": _is_production(),
+        "SESSION_COOKIE_SECURE": is_production(),
         # Large enough for a long assistant answer in a webhook, small enough to refuse abuse.
         "MAX_CONTENT_LENGTH": 1024 * 1024,
         "SQLALCHEMY_ENGINE_OPTIONS": {"pool_pre_ping": True, "pool_recycle": 1800},
     }
+
+
+def log_missing_platform_secrets(config: Mapping[str, Any]) -> None:
+    """In production, say at startup which platform secrets are unset and what that closes:
+    a deployment that forgot one otherwise only learns it from the platform's 401s and 503s."""
+    if not is_production():
+        return
+    for name, effect in PLATFORM_SECRETS.items():
+        if not config.get(name):
+            log.warning("event=config.platform_secret_missing variable=%s effect=%r", name,
+                        effect)

@@ -6,10 +6,14 @@ yields a distinct fact:
 - a request with `response_format: json_object` is mem0's extraction call → `{"memory": [...]}`;
 - anything else is our extraction call → a JSON array with one `insert`.
 Embeddings are deterministic vectors of EMBEDDING_DIMS floats from a hash of the text.
+
+By hand (README, "Try it"), `--reply TEXT` makes every chat completion answer exactly TEXT, e.g.
+a fixed extraction reply, so a walkthrough shows a known memory being learnt.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import struct
@@ -37,6 +41,8 @@ def embedding(text: str) -> list[float]:
 
 
 class Handler(BaseHTTPRequestHandler):
+    # Every chat answer's content when set (`--reply`); else derived from the prompt.
+    fixed_reply: str | None = None
     protocol_version = "HTTP/1.1"
     # http.server writes headers and body separately; without this every call waits ~40 ms.
     disable_nagle_algorithm = True
@@ -56,7 +62,9 @@ class Handler(BaseHTTPRequestHandler):
         else:
             prompt = json.dumps(body.get("messages", []), ensure_ascii=False)
             fact = fact_for(prompt)
-            if (body.get("response_format") or {}).get("type") == "json_object":
+            if self.fixed_reply is not None:
+                content = self.fixed_reply
+            elif (body.get("response_format") or {}).get("type") == "json_object":
                 content = json.dumps({"memory": [{"id": "0", "text": fact}]}, ensure_ascii=False)
             else:
                 content = json.dumps([{"type": "user", "action": "insert", "content": fact}],
@@ -75,8 +83,15 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main() -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
+    parser = argparse.ArgumentParser(description="An OpenAI-compatible stub on 127.0.0.1.")
+    parser.add_argument("port", type=int)
+    parser.add_argument("--reply", help="answer every chat completion with exactly this text "
+                                        "(e.g. a JSON array of extraction items)")
+    args = parser.parse_args()
+    Handler.fixed_reply = args.reply
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
+    print(f"LLM stub: base URL http://127.0.0.1:{args.port}/v1", file=sys.stderr, flush=True)
     server.serve_forever()
 
 

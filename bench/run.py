@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import subprocess
+import sys
 
 from bench import common
 from bench.common import Table
@@ -16,26 +17,51 @@ from bench.common import Table
 BENCHMARKS = ("context", "webhook", "worker", "peer")
 
 
-def prepare_database() -> None:
+BUFFER_POOL_BYTES = 1024**3
+
+
+def buffer_pool_statement(current_bytes: int, grow: bool) -> str | None:
+    """The statement that grows the server's InnoDB buffer pool for the 2 M-row context table,
+    or None. `SET GLOBAL` changes the whole server, every other database on it included, so it
+    runs only when asked for (`--grow-buffer-pool`)."""
+    if grow and current_bytes < BUFFER_POOL_BYTES:
+        return f"SET GLOBAL innodb_buffer_pool_size = {BUFFER_POOL_BYTES}"
+    return None
+
+
+def prepare_database(*, grow_buffer_pool: bool) -> None:
     """The bench database exists and is at the latest migration (data kept between runs)."""
     with contextlib.closing(common.raw_connection(None)) as conn, conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE IF NOT EXISTS `{common.BENCH_DB}` CHARACTER SET utf8mb4 "
                     "COLLATE utf8mb4_unicode_ci")
-        # The 2 M-row table wants more than MariaDB's 128 MB default buffer pool.
         cur.execute("SELECT @@innodb_buffer_pool_size")
-        if cur.fetchone()[0] < 1024**3:
-            cur.execute(f"SET GLOBAL innodb_buffer_pool_size = {1024**3}")
+        current = cur.fetchone()[0]
+        statement = buffer_pool_statement(current, grow_buffer_pool)
+        if statement is not None:
+            cur.execute(statement)
+        elif current < BUFFER_POOL_BYTES:
+            print(f"note: innodb_buffer_pool_size is {current // 1024**2} MB; the context "
+                  "bench reads from disk. --grow-buffer-pool raises it to 1 GB for the whole "
+                  "server.", file=sys.stderr)
     subprocess.run([str(common.VENV_BIN / "flask"), "--app", "wsgi", "db", "upgrade"],
                    cwd=common.ROOT, env=common.app_env(), check=True, capture_output=True)
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("names", nargs="*", choices=[*BENCHMARKS, []], default=[])
     parser.add_argument("--reseed", action="store_true", help="reload the 2 M context rows")
-    args = parser.parse_args()
+    parser.add_argument("--grow-buffer-pool", action="store_true",
+                        help="SET GLOBAL innodb_buffer_pool_size to 1 GB when it is smaller: "
+                             "changes the whole MariaDB server, so only on a server of your "
+                             "own (default: leave the server's settings alone)")
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
     names = args.names or list(BENCHMARKS)
-    prepare_database()
+    prepare_database(grow_buffer_pool=args.grow_buffer_pool)
     tables: list[Table] = []
     if "context" in names:
         from bench import context_read

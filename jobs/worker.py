@@ -21,6 +21,7 @@ from rq.exceptions import AbandonedJobError
 from rq.utils import now
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.cli import log_to_stderr
 from app.extensions import db
 from app.extraction import llm, outcomes, runner
 from app.extraction.queue import QUEUE_NAME, JobResult, Payload
@@ -126,6 +127,5 @@ def worker_command(burst: bool, fork: bool) -> None:
     if not app.config.get("REDIS_URL"):
         raise click.ClickException("REDIS_URL is not set: without Redis the jobs run inside "
                                    "the web process and no worker is needed")
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    log_to_stderr()
     run_worker(app, burst=burst, fork=fork)

@@ -1,9 +1,14 @@
 """App factory and configuration from the environment (SPEC §2)."""
 
+import logging
+
 import pytest
 
 from app import create_app
 from app.config import DEV_SECRET_KEY
+from app.platform import credentials
+from tests.completions import event, post_webhook
+from tests.conftest import TEST_DATABASE_URL
 
 
 def test_config_override(make_app):
@@ -40,6 +45,37 @@ def test_dev_secret_key_is_refused_in_production(monkeypatch, variable):
     monkeypatch.setenv(variable, "production")
     with pytest.raises(RuntimeError, match="SECRET_KEY"):
         create_app()
+
+
+def test_production_logs_which_platform_secrets_are_missing(monkeypatch, caplog):
+    for name in ("MEMORY_SERVICE_TOKEN", "MEMORY_WEBHOOK_SECRET", "FLASK_ENV"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("APP_ENV", "production")
+    monkeypatch.setenv("SECRET_KEY", "a-real-production-key")
+    monkeypatch.setenv("DATABASE_URL", TEST_DATABASE_URL)
+    with caplog.at_level(logging.WARNING, logger="app.config"):
+        create_app()
+    assert [r.getMessage() for r in caplog.records] == [
+        "event=config.platform_secret_missing variable=MEMORY_SERVICE_TOKEN "
+        "effect='platform endpoints answer 401'",
+        "event=config.platform_secret_missing variable=MEMORY_WEBHOOK_SECRET "
+        "effect='the completion webhook answers 503'",
+    ]
+
+
+def test_an_app_not_started_by_serve_keeps_platform_endpoints_closed(make_app, tmp_path):
+    """Secrets `serve` generated into the instance folder open nothing for gunicorn, workers or
+    tests: with the variables unset, the platform endpoints stay closed (SPEC §2)."""
+    app = make_app(MEMORY_SERVICE_TOKEN=None, MEMORY_WEBHOOK_SECRET=None)
+    app.instance_path = str(tmp_path)
+    generated, created = credentials.load_or_create(str(tmp_path))
+    assert created
+    client = app.test_client()
+    context = client.get("/api/v1/internal/memory/context?userId=1", headers={
+        "Authorization": f"Bearer {generated['MEMORY_SERVICE_TOKEN']}"})
+    assert context.status_code == 401
+    status, _ = post_webhook(client, event(), secret=generated["MEMORY_WEBHOOK_SECRET"])
+    assert status == 503
 
 
 def test_mysql_sessions_read_committed(app):

@@ -70,6 +70,14 @@ class User(db.Model):
         db.session.execute(sa.select(cls.id).where(cls.id == user_id).with_for_update())
 
     @classmethod
+    def display_names(cls, user_ids: set[int]) -> dict[int, str]:
+        """How each of these users is shown, by id (one query)."""
+        if not user_ids:
+            return {}
+        return {user.id: user.display_name
+                for user in db.session.scalars(sa.select(cls).where(cls.id.in_(user_ids)))}
+
+    @classmethod
     def search(cls, query: str, limit: int = 20) -> list[User]:
         """Users whose name contains `query`, or whose id is `query`."""
         condition = cls.username.contains(query, autoescape=True)

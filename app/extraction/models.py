@@ -170,6 +170,27 @@ class JobOutcome(db.Model):
         ).one()
         return tuple(int(value) for value in row)
 
+    @classmethod
+    def token_totals_by_user(cls, *, user_id: int | None = None, status: str | None = None,
+                             limit: int = 20) -> list[tuple[int, str, int, int, int, int]]:
+        """(user id, model, jobs, prompt, completion, total tokens) over the outcomes matching
+        the filters that reported usage: one GROUP BY (the user filter rides the
+        (user_id, status) index), the largest totals first, at most `limit` rows."""
+        conditions = [cls.model.is_not(None), cls.total_tokens.is_not(None)]
+        if user_id is not None:
+            conditions.append(cls.user_id == user_id)
+        if status is not None:
+            conditions.append(cls.status == status)
+        total = sa.func.sum(cls.total_tokens)
+        return [(user, model, int(jobs), int(prompt or 0), int(completion or 0), int(tokens))
+                for user, model, jobs, prompt, completion, tokens in db.session.execute(
+                    sa.select(cls.user_id, cls.model, sa.func.count(),
+                              sa.func.sum(cls.prompt_tokens), sa.func.sum(cls.completion_tokens),
+                              total)
+                    .where(*conditions).group_by(cls.user_id, cls.model)
+                    .order_by(total.desc(), cls.user_id, cls.model).limit(limit)
+                )]
+
 
 class ConsolidationState(db.Model):
     """When each user's last D15 consolidation started: the cooldown, shared by every worker.

@@ -122,6 +122,7 @@ REQUESTS: dict[Route, Request] = {
     ("/admin/settings", "GET"): Request("/admin/settings"),
     ("/admin/settings/<path:key>", "PUT"): Request(
         "/admin/settings/{key}", form={"value": ""}, big_field="value"),
+    ("/admin/outcomes", "GET"): Request("/admin/outcomes?userId={owner}&status=succeeded"),
 }
 
 

@@ -89,6 +89,7 @@ MATRIX: dict[Route, dict[str, int]] = {
     ("/admin/memory", "GET"): AUDIT_PAGE,
     ("/admin/settings", "GET"): ADMIN_ONLY_PAGE,
     ("/admin/settings/<path:key>", "PUT"): ADMIN_ONLY_PAGE,
+    ("/admin/outcomes", "GET"): ADMIN_ONLY_PAGE,
 }
 
 # Who legitimately reads alice's memories in the answer of a route (the list pages answer

@@ -45,6 +45,7 @@ PAGE_PARAMETERS: dict[Route, tuple[str, ...]] = {
     ("/settings/memory/items/<int:item_id>/edit", "GET"): (),
     ("/admin/memory", "GET"): ("q", "userId", "scope", "status", "page"),
     ("/admin/settings", "GET"): (),
+    ("/admin/outcomes", "GET"): ("status", "userId", "page"),
     ("/login", "GET"): ("next",),
     ("/logout", "GET"): (),
     ("/healthz", "GET"): (),

@@ -1,0 +1,141 @@
+"""The service really listening: `flask serve` and gunicorn subprocesses, or an app in a thread.
+
+Subprocesses run on the test database (and Redis when asked), on free ports of 127.0.0.1, with
+their output in files a test can read and a failure can show.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from flask import Flask
+from werkzeug.serving import make_server
+
+import jobs
+from app import create_app
+from tests.conftest import TEST_DATABASE_URL
+
+ROOT = Path(__file__).resolve().parent.parent
+# Variables of the developer's shell that would change what a started process does.
+_UNSET = ("REDIS_URL", "MEMORY_SERVICE_TOKEN", "MEMORY_WEBHOOK_SECRET", "SECRET_KEY",
+          "FLASK_ENV", "APP_ENV")
+
+
+def app_in(instance_path: str) -> Flask:
+    """The app as `wsgi` builds it, its instance folder moved to `instance_path`: a test's
+    `flask --app "tests.serving:app_in('…')" serve` never writes into the checkout's
+    instance/."""
+    app = create_app()
+    jobs.init_app(app)
+    app.instance_path = instance_path
+    return app
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def process_env(**extra: str) -> dict[str, str]:
+    """The test database, nothing else of the caller's service settings; `extra` on top."""
+    env = {name: value for name, value in os.environ.items() if name not in _UNSET}
+    env.update({"DATABASE_URL": TEST_DATABASE_URL, "PYTHONUNBUFFERED": "1"})
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Served:
+    """A started web process: where it listens and what it printed."""
+
+    url: str
+    process: subprocess.Popen
+    stdout: Path
+    stderr: Path
+
+    def output(self) -> str:
+        return self.stdout.read_text(encoding="utf-8")
+
+    def log(self) -> str:
+        return self.stderr.read_text(encoding="utf-8")
+
+
+def _wait_until_listening(served: Served, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(served.url + "/healthz", timeout=2):
+                return
+        except (urllib.error.URLError, OSError):
+            if served.process.poll() is not None:
+                raise AssertionError(f"{served.url} exited: {served.log()[-3000:]}") from None
+            assert time.monotonic() < deadline, f"{served.url} never answered"
+            time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def web_process(command: list[str], log_dir: Path, name: str, port: int,
+                env: dict[str, str]) -> Iterator[Served]:
+    """Start `command` (listening on `port`), wait until it answers; stop it on exit."""
+    stdout, stderr = log_dir / f"{name}.out", log_dir / f"{name}.err"
+    with stdout.open("w") as out, stderr.open("w") as err:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=err)
+    served = Served(f"http://127.0.0.1:{port}", process, stdout, stderr)
+    try:
+        _wait_until_listening(served)
+        yield served
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextlib.contextmanager
+def serve(instance: Path, log_dir: Path, name: str = "serve", **env: str) -> Iterator[Served]:
+    """`flask serve` with its instance folder at `instance`; `env` over `process_env()`."""
+    port = free_port()
+    command = [sys.executable, "-m", "flask", "--app", f"tests.serving:app_in({str(instance)!r})",
+               "serve", "--port", str(port)]
+    with web_process(command, log_dir, name, port, process_env(**env)) as served:
+        yield served
+
+
+@contextlib.contextmanager
+def gunicorn(log_dir: Path, name: str, **env: str) -> Iterator[Served]:
+    """`gunicorn wsgi:app`, one worker process, as in production."""
+    port = free_port()
+    command = [sys.executable, "-m", "gunicorn", "-w", "1", "-b", f"127.0.0.1:{port}",
+               "wsgi:app"]
+    with web_process(command, log_dir, name, port, process_env(**env)) as served:
+        yield served
+
+
+@contextlib.contextmanager
+def in_thread(app: Flask) -> Iterator[str]:
+    """`app` on a free port of 127.0.0.1, served from a thread of this process; its URL."""
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
