@@ -38,8 +38,10 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     _import_models()
 
     from app.extraction import queue as job_queue
+    from app.memory import context
 
     job_queue.init_app(app)
+    context.init_app(app)
 
     from app.envelope import register_error_handlers
 

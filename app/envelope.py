@@ -6,7 +6,7 @@ import time
 from enum import Enum
 from typing import Any
 
-from flask import Flask, Response, jsonify, request
+from flask import Flask, Response, current_app, jsonify, request
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
@@ -83,6 +83,13 @@ def _now_ms() -> int:
 def ok(data: Any = None, status: int = 200) -> tuple[Response, int]:
     """A success envelope."""
     return jsonify({"code": 0, "message": "success", "data": data, "timestamp": _now_ms()}), status
+
+
+def ok_encoded(data_json: str, status: int = 200) -> Response:
+    """A success envelope around `data` already encoded as JSON: byte for byte what `ok` would
+    send for it (same separators, key order and trailing newline)."""
+    body = f'{{"code":0,"message":"success","data":{data_json},"timestamp":{_now_ms()}}}\n'
+    return current_app.response_class(body, status=status, mimetype="application/json")
 
 
 def fail(error: ErrorCode, message: str, http_status: int | None = None) -> tuple[Response, int]:

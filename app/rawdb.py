@@ -116,9 +116,11 @@ class Connection:
 
     def execute(self, statement: Executable, **params: Any) -> None:
         statement_sql = compiled(statement, self.dialect)
-        values = statement_sql.values(params)
+        self._send(statement_sql.sql, statement_sql.values(params))
+
+    def _send(self, sql: str, values: Any) -> None:
         try:
-            self.cursor.execute(statement_sql.sql, values)
+            self.cursor.execute(sql, values)
         except self._error as exc:
             disconnected = self.dialect.is_disconnect(exc, self.raw, self.cursor)
             if disconnected:
@@ -130,12 +132,32 @@ class Connection:
                     self.pool.dispose()
                     self._open()
                     self._fresh = False
-                    self.execute(statement, **params)
+                    self._send(sql, values)
                     return
-            raise _wrap(exc, self.dialect, statement_sql.sql, values,
-                        invalidated=disconnected) from exc
+            raise _wrap(exc, self.dialect, sql, values, invalidated=disconnected) from exc
         self._fresh = False
         self._pending = not self.pool.autocommit
+
+    def batch(self, *steps: tuple[Executable, dict[str, Any]]) -> list[list[tuple]]:
+        """Several statements in one round trip — MySQL's multi-statement query, the values
+        escaped by the driver as for any query — or one after the other where there are no
+        round trips to save (SQLite). The rows of each; the first failing statement raises and
+        the rest are not run."""
+        if self.dialect.name == "sqlite":
+            return [self.rows(statement, **params) for statement, params in steps]
+        parts = []
+        for statement, params in steps:
+            statement_sql = compiled(statement, self.dialect)
+            parts.append(self.cursor.mogrify(statement_sql.sql, statement_sql.values(params)))
+        self._send(";\n".join(parts), None)
+        results = [list(self.cursor.fetchall())]
+        for _ in steps[1:]:
+            try:
+                self.cursor.nextset()
+            except self._error as exc:
+                raise _wrap(exc, self.dialect, ";\n".join(parts)) from exc
+            results.append(list(self.cursor.fetchall()))
+        return results
 
     def rows(self, statement: Executable, **params: Any) -> list[tuple]:
         """Every row, read to the end so no driver keeps the statement (or a SQLite lock)."""
@@ -177,9 +199,14 @@ def init_app(app: Flask, orm_engine_options: dict[str, Any]) -> None:
         # own, and SQLite's locking stays the ORM engine's.
         writes = sa.create_engine(url, **options)
     else:
-        writes = sa.create_engine(url, pool_reset_on_return=None,
-                                  isolation_level=orm_engine_options.get("isolation_level"),
-                                  **options)
+        from pymysql.constants import CLIENT
+
+        # Multi-statement queries for `batch`; FOUND_ROWS is what SQLAlchemy sets by default.
+        writes = sa.create_engine(
+            url, pool_reset_on_return=None,
+            isolation_level=orm_engine_options.get("isolation_level"),
+            connect_args={"client_flag": CLIENT.MULTI_STATEMENTS | CLIENT.FOUND_ROWS},
+            **options)
     app.extensions[EXTENSION] = RawDatabase(Pool(reads, autocommit=True),
                                             Pool(writes, autocommit=False))
 

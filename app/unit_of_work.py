@@ -10,7 +10,8 @@ does it the same way:
 Leaving the block without `commit()` (an exception, an early return) rolls back, so a failure
 half-way changes nothing. The events the aggregate recorded are handled here once, whichever
 writer made them (a user, extraction, consolidation): their journal rows go into the
-transaction just before it commits.
+transaction just before it commits, and the commit is bracketed for the context cache of every
+user whose memories it changes.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from types import TracebackType
 
 from app.extensions import db
-from app.memory import journal
+from app.memory import context, journal
 from app.memory.events import Event
 
 
@@ -46,8 +47,11 @@ class UnitOfWork:
         db.session.flush()
 
     def commit(self) -> None:
+        changed_users = {event.user_id for event in self.events}
         self.flush()
-        db.session.commit()
+        # Readers of these users' context blocks go to the database until the commit is done.
+        with context.cache().writing(changed_users):
+            db.session.commit()
         self._committed = True
 
     def rollback(self) -> None:

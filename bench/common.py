@@ -25,6 +25,8 @@ BENCH_DATABASE_URL = f"mysql+pymysql://root@127.0.0.1:3306/{BENCH_DB}?charset=ut
 BENCH_REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
 SERVICE_TOKEN = "bench-service-token"
 WEBHOOK_SECRET = "bench-webhook-secret"
+# The RQ queue the webhook floor pushes to (no worker reads it).
+FLOOR_QUEUE = "floor-webhook"
 
 
 def raw_connection(database: str | None = BENCH_DB) -> pymysql.connections.Connection:
@@ -157,6 +159,11 @@ class Table:
 
 def ratio(value: float, baseline: float) -> str:
     return f"{value / baseline:.2f}x" if baseline else "n/a"
+
+
+def verdict(met: bool) -> str:
+    """How a figure stands against its target, printed beside it."""
+    return "met" if met else "MISSED"
 
 
 @contextlib.contextmanager

@@ -127,7 +127,7 @@ def enqueue_consolidation(app: Flask, project_key: str | None = None,
     with app.app_context():
         job = ConsolidationJob(user_id, Group(project_key))
         job_id = job.job_id(utcnow())
-        assert memory_queue().enqueue(CONSOLIDATION, job.payload(), job_id)
+        memory_queue().enqueue(CONSOLIDATION, job.payload(), job_id)
     return job_id
 
 

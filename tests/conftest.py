@@ -270,7 +270,7 @@ class Memories:
              project_key: str = "", source: str = "MANUAL", status: str = "ACTIVE",
              updated_at: Any = None, origin_session_id: int | None = None) -> list[int]:
         """Rows whose updated_at grows with their position (the last is the newest)."""
-        from app.memory import rules
+        from app.memory import context, rules
         from app.memory.models import MemoryItem
 
         base = updated_at or (utcnow() - timedelta(days=1))
@@ -285,6 +285,8 @@ class Memories:
             db.session.commit()
             ids = [r.id for r in rows]
             db.session.remove()
+            # Written behind the domain's back: tell the context cache as the domain would.
+            context.cache().invalidate(user_id)
             return ids
 
     def get(self, item_id: int) -> dict[str, Any] | None:

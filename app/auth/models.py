@@ -7,7 +7,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db_types import BigId, Timestamp, prebuilt_upserts, utcnow
+from app.db_types import BigId, Timestamp, utcnow
 from app.extensions import db
 
 user_permission = sa.Table(
@@ -88,9 +88,15 @@ class User(db.Model):
                                        .limit(limit)))
 
 
-# The webhook's statement (raw write pool): a user first seen there is created on the spot, and
-# two first deliveries of one user cannot collide.
-INSERT_PLATFORM_USER = prebuilt_upserts(User.__table__, ("id", "is_admin", "created_at"))
+# The webhook's statement (raw write pool): a user first seen there is created on the spot. A
+# known user is only looked at (no row lock for the extraction jobs to wait on), and two first
+# deliveries of one user cannot collide.
+INSERT_PLATFORM_USER = (
+    sa.insert(User.__table__)
+    .from_select(["id", "is_admin", "created_at"],
+                 sa.select(sa.bindparam("id"), sa.false(), sa.bindparam("created_at"))
+                 .where(~sa.exists().where(User.id == sa.bindparam("id"))))
+    .prefix_with("IGNORE", dialect="mysql").prefix_with("OR IGNORE", dialect="sqlite"))
 
 
 class ApiToken(db.Model):

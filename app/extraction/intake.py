@@ -19,9 +19,9 @@ from sqlalchemy.exc import IntegrityError
 
 from app.auth.models import INSERT_PLATFORM_USER
 from app.db_types import dialect_family, utcnow
-from app.extraction.models import INSERT_EVENT, SET_EVENT_REASON
+from app.extraction.models import INSERT_EVENT
 from app.extraction.queue import job_kinds, memory_queue
-from app.memory.repository import USER_AND_TOGGLE
+from app.memory.repository import USER_AND_SWITCH
 from app.rawdb import raw_database
 from app.sessions.models import UPSERT_SESSION
 
@@ -78,33 +78,34 @@ def _timestamp(value: datetime) -> str:
 
 
 def receive(event: TaskCompleted) -> tuple[bool, str]:
-    """Record and decide; returns (enqueued, reason)."""
+    """Record and decide; returns (enqueued, reason).
+
+    Four round trips: the read that decides, the writes in one batch, the job to Redis (only
+    when enqueued), the commit. (Folding the read into the insert measured slower.)
+    """
     now = _timestamp(utcnow())
     with raw_database().writes.connection() as conn:
-        family = dialect_family(conn.dialect.name)
-        known = conn.first(USER_AND_TOGGLE, user_id=event.user_id)
-        if known is None:
-            # First seen here: created on the spot. Nobody could switch its capture on yet.
-            conn.execute(INSERT_PLATFORM_USER[family], id=event.user_id, is_admin=False,
-                         created_at=now)
+        known = conn.first(USER_AND_SWITCH, user_id=event.user_id)
         reason = _decide(event, auto_capture=known is not None and bool(known[1]))
+        steps = [] if known is not None else [
+            # First seen here: created on the spot (nobody could switch its capture on yet).
+            (INSERT_PLATFORM_USER, {"id": event.user_id, "created_at": now})]
+        steps += [
+            (INSERT_EVENT, {"event_id": event.event_id, "session_id": event.session_id,
+                            "user_id": event.user_id, "phase": event.phase, "reason": reason,
+                            "received_at": now}),
+            (UPSERT_SESSION[dialect_family(conn.dialect.name)], {
+                "id": event.session_id, "user_id": event.user_id,
+                "project_key": event.project_key, "workspace": event.workspace,
+                "session_type": event.session_type, "channel": event.channel,
+                "last_seen_at": now}),
+        ]
         try:
-            conn.execute(INSERT_EVENT, event_id=event.event_id, session_id=event.session_id,
-                         user_id=event.user_id, phase=event.phase, reason=reason,
-                         received_at=now)
+            conn.batch(*steps)
         except IntegrityError:
             # The event is known (a concurrent first delivery waited for here, then committed).
             return False, DUPLICATE_EVENT
-        conn.execute(UPSERT_SESSION[family], id=event.session_id, user_id=event.user_id,
-                     project_key=event.project_key, workspace=event.workspace,
-                     session_type=event.session_type, channel=event.channel, last_seen_at=now)
-        enqueued = False
         if reason == ENQUEUED:
-            enqueued = memory_queue().enqueue(job_kinds().extraction, event.job_payload(),
-                                              event.job_id)
-            if not enqueued:
-                # Redis still holds a job for this event (a delivery whose commit was lost).
-                reason = DUPLICATE_EVENT
-                conn.execute(SET_EVENT_REASON, key=event.event_id, new_reason=reason)
+            memory_queue().enqueue(job_kinds().extraction, event.job_payload(), event.job_id)
         conn.commit()
-    return enqueued, reason
+    return reason == ENQUEUED, reason

@@ -49,13 +49,10 @@ class WebhookEvent(db.Model):
         )]
 
 
-# The webhook's statements, run on the raw write pool (app.rawdb).
+# The webhook's statement, run on the raw write pool (app.rawdb).
 INSERT_EVENT = sa.insert(WebhookEvent.__table__).values(
     {name: sa.bindparam(name) for name in ("event_id", "session_id", "user_id", "phase",
                                            "reason", "received_at")})
-SET_EVENT_REASON = (sa.update(WebhookEvent.__table__)
-                    .where(WebhookEvent.__table__.c.event_id == sa.bindparam("key"))
-                    .values(reason=sa.bindparam("new_reason")))
 
 
 class JobOutcome(db.Model):
@@ -115,6 +112,11 @@ class JobOutcome(db.Model):
             "projectKey": self.project_key, "rowsIn": self.rows_in, "rowsOut": self.rows_out,
             "merges": self.merges, "drops": self.drops,
         }
+
+    @classmethod
+    def recorded(cls, job_id: str) -> bool:
+        """Whether the job has its outcome already: it ran to the end once."""
+        return db.session.scalar(sa.select(cls.id).where(cls.job_id == job_id)) is not None
 
     @classmethod
     def page(cls, request: PageRequest, *, user_id: int | None = None,

@@ -25,14 +25,12 @@ import redis
 import rq
 from flask import Flask, current_app
 from redis.exceptions import LockError
-from rq.exceptions import DuplicateJobError
 
 log = logging.getLogger(__name__)
 
 QUEUE_NAME = "memory"
 SESSION_LOCK_PREFIX = "memory:session-lock:"
-# How long Redis keeps a finished job: while it exists, re-enqueueing its id is refused
-# (`unique=True`), a second guard behind the webhook_event table.
+# How long Redis keeps a finished job (for `rq info` and the failure registry).
 RESULT_TTL_S = 24 * 3600
 FAILURE_TTL_S = 7 * 24 * 3600
 
@@ -120,21 +118,25 @@ class RedisJobQueue:
     def rq_queue(self) -> rq.Queue:
         return self._queue
 
-    def enqueue(self, kind: JobKind, payload: Payload, job_id: str) -> bool:
-        """False when a job with this id already exists in Redis."""
-        try:
-            self._queue.enqueue_call(
-                kind.entry_point, args=(payload,), job_id=job_id, unique=True,
-                timeout=self.timing.job_timeout_s, result_ttl=RESULT_TTL_S,
-                failure_ttl=FAILURE_TTL_S, meta={"kind": kind.name},
-                on_failure=rq.Callback(job_kinds().on_failure),
-                # What RQ logs for the job: ids only, never the conversation in the payload.
-                description=" ".join([kind.name, *(f"{name}={payload[key]}" for name, key in
-                                                   _DESCRIBED if key in payload)]),
-            )
-        except DuplicateJobError:
-            return False
-        return True
+    def enqueue(self, kind: JobKind, payload: Payload, job_id: str) -> None:
+        """One round trip (MULTI/EXEC): the job and its place in the queue, or neither.
+
+        Exactly-once is not asked of Redis: the webhook's event row (unique per eventId, in the
+        transaction that commits only after this) lets one delivery of an event through, and a
+        job's effects commit with its outcome (unique per job id), so a job run twice changes
+        nothing the second time. RQ's own `unique=True` costs a second round trip and a script.
+        """
+        job = self._queue.create_job(
+            kind.entry_point, args=(payload,), job_id=job_id,
+            timeout=self.timing.job_timeout_s, result_ttl=RESULT_TTL_S,
+            failure_ttl=FAILURE_TTL_S, meta={"kind": kind.name},
+            on_failure=rq.Callback(job_kinds().on_failure),
+            # What RQ logs for the job: ids only, never the conversation in the payload.
+            description=" ".join([kind.name, *(f"{name}={payload[key]}" for name, key in
+                                               _DESCRIBED if key in payload)]))
+        pipe = self.redis.pipeline()
+        self._queue.enqueue_job(job, pipeline=pipe)
+        pipe.execute()
 
     @contextmanager
     def session_lock(self, session_id: int) -> Iterator[None]:
@@ -165,14 +167,13 @@ class InProcessJobQueue:
         self._pending = 0
         self._executor: ThreadPoolExecutor | None = None
 
-    def enqueue(self, kind: JobKind, payload: Payload, job_id: str) -> bool:
+    def enqueue(self, kind: JobKind, payload: Payload, job_id: str) -> None:
         with self._idle:
             self._pending += 1
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=1,
                                                     thread_name_prefix="memory-jobs")
         self._submit(kind, payload, job_id, 1)
-        return True
 
     @contextmanager
     def session_lock(self, session_id: int) -> Iterator[None]:

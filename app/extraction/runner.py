@@ -25,7 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from app.db_types import utcnow
 from app.extraction import consolidation, parser, pipeline, trigger
 from app.extraction.llm import LlmError, LlmTransientError
-from app.extraction.models import ConsolidationState
+from app.extraction.models import ConsolidationState, JobOutcome
 from app.extraction.outcomes import JobKindName, Outcome, OutcomeStatus, record
 from app.extraction.queue import JobResult, SessionBusy, memory_queue
 from app.memory import repository, rules
@@ -34,6 +34,10 @@ from app.memory.rules import Group
 from app.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
+
+
+class AlreadyDone(Exception):
+    """The job's outcome exists: nothing to do, nothing to record."""
 
 
 def retry_delay(attempt: int) -> int | None:
@@ -68,6 +72,8 @@ def _attempt(outcome: Outcome, attempt: int, work: Callable[[], None]) -> JobRes
     except LlmError as exc:
         _fail(outcome, exc.reason)
         raise
+    except AlreadyDone:
+        raise
     except Exception:
         _fail(outcome, "internal_error")
         raise
@@ -84,6 +90,10 @@ def run_extraction(payload: dict[str, Any], attempt: int, job_id: str) -> JobRes
     def work() -> None:
         with memory_queue().session_lock(job.session_id):
             with UnitOfWork() as uow:
+                if JobOutcome.recorded(job_id):
+                    # Queued twice (its event's row was lost after the enqueue and the platform
+                    # delivered it again): it ran already, and must not ask the model again.
+                    raise AlreadyDone
                 inputs = pipeline.read_inputs(uow, job, outcome)
             # The read transaction has ended: nothing stays open while the model thinks.
             parsed = pipeline.ask_model(inputs, outcome) if inputs is not None else None
@@ -93,7 +103,11 @@ def run_extraction(payload: dict[str, Any], attempt: int, job_id: str) -> JobRes
                 outcome.stage()
                 uow.commit()
 
-    result = _attempt(outcome, attempt, work)
+    try:
+        result = _attempt(outcome, attempt, work)
+    except AlreadyDone:
+        log.info("event=job.already_done kind=%s job=%s", outcome.kind, job_id)
+        return JobResult()
     # Committed: `outcome.persisted` says whether this run taught the memories something new,
     # which is what D15 waits for.
     if outcome.persisted:
@@ -152,6 +166,7 @@ def warm_up() -> None:
     outcome = Outcome(kind=JobKindName.EXTRACTION, job_id="warm-up", user_id=nobody,
                       attempts=1)
     with UnitOfWork() as uow:  # never committed
+        JobOutcome.recorded(outcome.job_id)
         repository.set_auto_capture(nobody, True, utcnow())
         # Two rounds, as the model would answer them: insert a fact of each group, then touch
         # and reword what the first round wrote.

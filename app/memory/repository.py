@@ -340,9 +340,10 @@ def set_auto_capture(user_id: int, enabled: bool, now: datetime) -> None:
          "updated_at": now}, update=("auto_capture_enabled", "updated_at")))
 
 
-# Whether the user exists, and their D9 toggle, in one round trip: the webhook's decision, on
+
+# Whether the user exists, and their D9 switch, in one round trip: the webhook's decision, on
 # the raw write pool (app.rawdb).
-USER_AND_TOGGLE = (
+USER_AND_SWITCH = (
     sa.select(User.id, UserMemoryPreference.auto_capture_enabled)
     .outerjoin(UserMemoryPreference, UserMemoryPreference.user_id == User.id)
     .where(User.id == sa.bindparam("user_id"))

@@ -16,7 +16,7 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from app.db_types import utcnow
 from app.errors import DuplicateContent, InvalidInput, MemoryNotFound
-from app.memory import journal, repository, rules
+from app.memory import context, journal, repository, rules
 from app.memory.events import Actor, SettingsChanged
 from app.memory.memories import UserMemories
 from app.memory.models import MemoryItem
@@ -123,12 +123,7 @@ def set_auto_capture(user_id: int, enabled: Any) -> bool:
 
 # ---- injection (seed §5.2) ------------------------------------------------------------------
 
-def context_for(user_id: int, project_key: str | None) -> dict[str, Any]:
-    """The memories to inject into a new session's system prompt, and the exact block."""
-    key = rules.valid_project_key(project_key, bot_project_keys())
-    memories = [
-        {"scope": scope, "projectKey": pk if scope == Scope.PROJECT else None, "content": content}
-        for scope, pk, content in repository.injection_rows(user_id, key)
-    ]
-    lines = [rules.prompt_line(m["scope"], m["projectKey"], m["content"]) for m in memories]
-    return {"memories": memories, "prompt": rules.prompt_block(lines)}
+def context_json(user_id: int, project_key: str | None) -> str:
+    """The memories to inject into a new session's system prompt and the exact block, as the
+    JSON text the envelope carries: the platform's context read and the user's preview."""
+    return context.block_json(user_id, rules.valid_project_key(project_key, bot_project_keys()))

@@ -6,7 +6,7 @@ from flask import Blueprint, request
 
 from app import params
 from app.auth.identity import current_user_id, user_api
-from app.envelope import json_body, ok
+from app.envelope import json_body, ok, ok_encoded
 from app.errors import InvalidInput
 from app.memory import access_log as access
 from app.memory import service
@@ -65,7 +65,7 @@ def memory_history(item_id: int):
 @user_api
 def preview():
     """Exactly what the context endpoint answers for the caller and this project key."""
-    return ok(service.context_for(current_user_id(), request.args.get("projectKey")))
+    return ok_encoded(service.context_json(current_user_id(), request.args.get("projectKey")))
 
 
 @bp.get("/access-log")

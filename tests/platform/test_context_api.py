@@ -128,3 +128,41 @@ def test_killed_database_connections_do_not_fail_the_next_read(app, platform, al
     assert _kill_connections_of_test_database(app)
     assert [m["content"] for m in context(platform, alice.user_id)["memories"]] == ["user fact"]
     assert_ok(alice.get("/api/v1/memory"))
+
+
+# ---- the context cache: never older than a committed change (issue 12) ---------------------
+
+def _contents(platform, user_id, project_key="mao"):
+    return [m["content"] for m in context(platform, user_id, project_key)["memories"]]
+
+
+def test_every_change_of_the_user_is_in_the_next_read(platform, alice):
+    def read():
+        return _contents(platform, alice.user_id)
+
+    assert read() == []
+    item = assert_ok(alice.post("/api/v1/memory", {"scope": "USER", "content": "报告用中文"}), 201)
+    assert read() == ["报告用中文"]
+    assert_ok(alice.post("/api/v1/memory", {"scope": "PROJECT", "projectKey": "mao",
+                                            "content": "测试用 Vitest"}), 201)
+    assert read() == ["测试用 Vitest", "报告用中文"]
+    assert_ok(alice.patch(f"/api/v1/memory/{item['id']}", {"content": "报告一律用中文"}))
+    assert read() == ["测试用 Vitest", "报告一律用中文"]
+    assert_ok(alice.patch(f"/api/v1/memory/{item['id']}", {"status": "DISMISSED"}))
+    assert read() == ["测试用 Vitest"]
+    assert_ok(alice.patch(f"/api/v1/memory/{item['id']}", {"status": "ACTIVE"}))
+    assert read() == ["测试用 Vitest", "报告一律用中文"]
+    assert_ok(alice.delete(f"/api/v1/memory/{item['id']}"))
+    assert read() == ["测试用 Vitest"]
+
+
+def test_a_read_is_the_same_from_the_cache_and_from_the_database(platform, alice, memories):
+    memories.add(alice.user_id, "报告用中文")
+
+    def body() -> str:
+        response = platform.client.get(f"{URL}?userId={alice.user_id}&projectKey=mao",
+                                       headers=platform.headers)
+        text = response.get_data(as_text=True)
+        return text[:text.rindex('"timestamp"')]
+
+    assert body() == body()  # the first from the database, the second from the cache

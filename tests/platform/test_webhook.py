@@ -20,6 +20,7 @@ from tests.completions import (
     USER_ID,
     capture_on,
     event,
+    outcomes,
     post_webhook,
     signed_headers,
 )
@@ -267,18 +268,24 @@ def test_concurrent_deliveries_of_one_event_enqueue_exactly_once(app):
     assert len(queued(app)) == 1 and len(rows(app, WebhookEvent)) == 1
 
 
-def test_a_job_still_in_redis_makes_a_lost_event_row_a_duplicate(app, webhook):
-    """Second guard: RQ refuses a job id it still holds (unique enqueue)."""
+def test_an_event_whose_row_was_lost_runs_once_though_queued_again(app, webhook, llm,
+                                                                   run_jobs):
+    """The event row is the guard at the door; the outcome's unique job id is the one behind it:
+    a job queued twice (the row lost after the enqueue, the platform delivering again) asks the
+    model once and records one outcome."""
     capture_on(app)
     body = event()
     assert_ok(webhook(body), 202)
     with app.app_context():
         db.session.execute(sa.delete(WebhookEvent))
         db.session.commit()
-    data = assert_ok(webhook(body), 202)
-    assert data == {"accepted": True, "enqueued": False, "reason": "duplicate_event"}
-    assert len(queued(app)) == 1
-    assert [e.reason for e in rows(app, WebhookEvent)] == ["duplicate_event"]
+    assert assert_ok(webhook(body), 202) == {"accepted": True, "enqueued": True,
+                                             "reason": "enqueued"}
+    assert len(queued(app)) == 2
+    llm.reply_items([])
+    run_jobs()
+    assert len(llm.requests) == 1
+    assert len(outcomes(app)) == 1
 
 
 def test_redis_down_is_503_and_nothing_is_recorded(app, make_app):

@@ -26,6 +26,7 @@ from werkzeug.test import TestResponse
 from app.extensions import db
 from app.extraction.models import WebhookEvent
 from app.extraction.queue import QUEUE_NAME
+from app.memory.context_cache import REDIS_BACKOFF_S
 from app.sessions.models import PlatformSession
 from tests.completions import capture_on, event, only_outcome, outcomes
 from tests.conftest import SERVICE_TOKEN, TEST_DATABASE_URL, TEST_REDIS_URL, Accounts, Memories
@@ -131,6 +132,40 @@ def test_webhook_is_503_with_nothing_recorded_while_redis_is_down_and_fine_after
     # The delivery refused while Redis was down can be sent again, and now goes through.
     retried = deliver(client, event(eventId="evt-while-down", sessionId=2, userId=USER_ID))
     assert retried.get_json()["data"]["enqueued"] is True
+
+
+def test_while_redis_is_down_context_reads_come_from_the_database_and_changes_wait(
+        app, make_app, own_redis: RedisServer, users, memories):
+    """Issue 12: Redis down → the block is read from the database, still correct; a change is
+    refused (503, nothing changed) rather than committed where no cache can hear of it; after
+    the restart the first read is the database's truth."""
+    service = make_app(REDIS_URL=own_redis.url)
+    owner = users.user("owner")
+    item_id = memories.add(owner, "改之前")
+    client = service.test_client()
+    token = {"Authorization": f"Bearer {Accounts(service).token('owner')}"}
+    platform = {"Authorization": f"Bearer {SERVICE_TOKEN}"}
+
+    def contents() -> list[str]:
+        response = client.get(f"/api/v1/internal/memory/context?userId={owner}",
+                              headers=platform)
+        assert response.status_code == 200, response.text
+        return [m["content"] for m in response.get_json()["data"]["memories"]]
+
+    assert contents() == ["改之前"]  # cached now
+    own_redis.stop()
+    assert contents() == ["改之前"]
+    refused = client.patch(f"/api/v1/memory/{item_id}", json={"content": "改之后"},
+                           headers=token)
+    envelope_error(refused, 503, 5001)
+    assert memories.get(item_id)["content"] == "改之前"
+    assert contents() == ["改之前"]
+    own_redis.start()
+    time.sleep(REDIS_BACKOFF_S)  # this process skips Redis for a moment after a failure
+    assert contents() == ["改之前"]
+    assert client.patch(f"/api/v1/memory/{item_id}", json={"content": "改之后"},
+                        headers=token).status_code == 200
+    assert contents() == ["改之后"]
 
 
 # ---- MariaDB connections killed -------------------------------------------------------------

@@ -1,0 +1,201 @@
+"""A cache of users' context blocks that never serves one older than a committed change.
+
+Every new agent session reads its user's block; it changes only when the user's memories do. So
+the block is kept per user and project key — in Redis when REDIS_URL is set, in the process
+otherwise (the embedded default is one process) — and every change invalidates it through the
+unit of work, which brackets each commit that changed a user's memories:
+
+    before the commit: the user's version moves on and a writer is marked in flight;
+    after the commit (or its failure): the version moves on again and the mark goes.
+
+A reader keeps what it finds only when its version is the user's current one and no writer is in
+flight. One that misses reads the database and stores the block only if, at that moment, the
+version is still the one it saw before reading and no writer is in flight (checked and written
+atomically): a block read before a commit can never be stored after the bump that commit
+made, and a block stored before it carries a version the bump has left behind. A writer that
+died with its mark set stops nothing for longer than WRITER_DEADLINE_MS.
+
+Redis unreachable: reads go to the database (and skip Redis for a few seconds instead of
+waiting on it each time); a change fails before it commits (503), so no block can outlive a
+change unseen. Entries expire after TTL_S whatever happens (memory stays bounded).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import redis
+from redis.exceptions import RedisError
+
+TTL_S = 600
+WRITER_DEADLINE_MS = 60_000
+# After a failed Redis read, this process reads the database without trying Redis for a while.
+REDIS_BACKOFF_S = 5.0
+LOCAL_MAX_ENTRIES = 10_000
+KEY_PREFIX = "memory:context:"
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """What a reader found: the block, or the version to store a fresh one under (None: do not
+    store, a writer is in flight or the cache cannot be reached)."""
+
+    block: str | None
+    version: int | None
+
+
+def _field(project_key: str | None) -> str:
+    return "b:" + (project_key or "")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# ---- Redis ----------------------------------------------------------------------------------
+
+# KEYS[1] the user's hash; ARGV: field, version seen before reading, block, ttl.
+_STORE = """
+local now = redis.call('TIME')
+local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
+local state = redis.call('HMGET', KEYS[1], 'v', 'w', 'd')
+local writing = tonumber(state[2] or '0') > 0 and tonumber(state[3] or '0') > now_ms
+if (state[1] or '0') == ARGV[2] and not writing then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. '|' .. ARGV[3])
+  redis.call('EXPIRE', KEYS[1], ARGV[4])
+  return 1
+end
+return 0
+"""
+# KEYS[1] the user's hash; ARGV: +1 before a commit, -1 after it; deadline ms; ttl.
+_BUMP = """
+redis.call('HINCRBY', KEYS[1], 'v', 1)
+local writers = redis.call('HINCRBY', KEYS[1], 'w', ARGV[1])
+if tonumber(ARGV[1]) > 0 then
+  redis.call('HSET', KEYS[1], 'd', ARGV[2])
+elseif writers < 0 then
+  redis.call('HSET', KEYS[1], 'w', 0)
+end
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return writers
+"""
+
+
+class RedisContextCache:
+    def __init__(self, client: redis.Redis) -> None:
+        self.redis = client
+        self._store = client.register_script(_STORE)
+        self._bump = client.register_script(_BUMP)
+        self._skip_until = 0.0
+
+    @staticmethod
+    def _key(user_id: int) -> str:
+        return f"{KEY_PREFIX}{user_id}"
+
+    def lookup(self, user_id: int, project_key: str | None) -> Lookup:
+        if time.monotonic() < self._skip_until:
+            return Lookup(None, None)
+        try:
+            version, writers, deadline, entry = self.redis.hmget(
+                self._key(user_id), "v", "w", "d", _field(project_key))
+        except RedisError:
+            self._skip_until = time.monotonic() + REDIS_BACKOFF_S
+            return Lookup(None, None)
+        current = int(version or 0)
+        if int(writers or 0) > 0 and int(deadline or 0) > _now_ms():
+            return Lookup(None, None)
+        if entry is not None:
+            stored, _, block = entry.partition(b"|")
+            if int(stored) == current:
+                return Lookup(block.decode("utf-8"), current)
+        return Lookup(None, current)
+
+    def store(self, user_id: int, project_key: str | None, version: int, block: str) -> None:
+        try:
+            self._store(keys=[self._key(user_id)],
+                        args=[_field(project_key), version, block, TTL_S])
+        except RedisError:
+            self._skip_until = time.monotonic() + REDIS_BACKOFF_S
+
+    @contextmanager
+    def writing(self, user_ids: Collection[int]) -> Iterator[None]:
+        """Around a commit that changes these users' memories. Raises RedisError before the
+        commit when Redis cannot be told (the caller's transaction then rolls back)."""
+        marked: list[int] = []
+        try:
+            for user_id in user_ids:
+                self._bump(keys=[self._key(user_id)],
+                           args=[1, _now_ms() + WRITER_DEADLINE_MS, TTL_S])
+                marked.append(user_id)
+            yield
+        finally:
+            for user_id in marked:
+                try:
+                    self._bump(keys=[self._key(user_id)], args=[-1, 0, TTL_S])
+                except RedisError:
+                    # The mark stays until its deadline: readers go to the database meanwhile.
+                    pass
+
+    def invalidate(self, user_id: int) -> None:
+        """For a change made outside the unit of work (a fixture, an operator's SQL)."""
+        with self.writing([user_id]):
+            pass
+
+
+# ---- in-process (embedded default) ----------------------------------------------------------
+
+class LocalContextCache:
+    """The same rules in this process's memory, for the embedded default (one process)."""
+
+    def __init__(self, max_entries: int = LOCAL_MAX_ENTRIES) -> None:
+        self._lock = threading.Lock()
+        self._versions: dict[int, int] = {}
+        self._writers: dict[int, int] = {}
+        self._blocks: OrderedDict[tuple[int, str], tuple[int, float, str]] = OrderedDict()
+        self._max_entries = max_entries
+
+    def lookup(self, user_id: int, project_key: str | None) -> Lookup:
+        with self._lock:
+            if self._writers.get(user_id):
+                return Lookup(None, None)
+            current = self._versions.get(user_id, 0)
+            entry = self._blocks.get((user_id, _field(project_key)))
+            if entry is not None and entry[0] == current and entry[1] > time.monotonic():
+                return Lookup(entry[2], current)
+            return Lookup(None, current)
+
+    def store(self, user_id: int, project_key: str | None, version: int, block: str) -> None:
+        with self._lock:
+            if self._writers.get(user_id) or self._versions.get(user_id, 0) != version:
+                return
+            key = (user_id, _field(project_key))
+            self._blocks[key] = (version, time.monotonic() + TTL_S, block)
+            self._blocks.move_to_end(key)
+            while len(self._blocks) > self._max_entries:
+                self._blocks.popitem(last=False)
+
+    def _bump(self, user_id: int, writers: int) -> None:
+        with self._lock:
+            self._versions[user_id] = self._versions.get(user_id, 0) + 1
+            self._writers[user_id] = max(self._writers.get(user_id, 0) + writers, 0)
+
+    @contextmanager
+    def writing(self, user_ids: Collection[int]) -> Iterator[None]:
+        for user_id in user_ids:
+            self._bump(user_id, 1)
+        try:
+            yield
+        finally:
+            for user_id in user_ids:
+                self._bump(user_id, -1)
+
+    def invalidate(self, user_id: int) -> None:
+        self._bump(user_id, 0)
+
+
+ContextCache = RedisContextCache | LocalContextCache

@@ -1,0 +1,128 @@
+"""The context cache's rules (`app.memory.context_cache`), on a real Redis and in-process: a block
+is served only while it is the user's current one, and a reader can never store a block older
+than a change committed while it read."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from app.memory.context_cache import (
+    KEY_PREFIX,
+    TTL_S,
+    LocalContextCache,
+    RedisContextCache,
+)
+from tests.conftest import TEST_REDIS_URL
+
+USER = 7
+
+
+@pytest.fixture(params=["redis", "local"])
+def cache(request, app):
+    """`app` flushes the test Redis first."""
+    if request.param == "local":
+        yield LocalContextCache()
+        return
+    client = redis.Redis.from_url(TEST_REDIS_URL)
+    yield RedisContextCache(client)
+    client.close()
+
+
+def test_a_stored_block_is_served_until_the_next_change(cache):
+    found = cache.lookup(USER, "mao")
+    assert found.block is None
+    cache.store(USER, "mao", found.version, '{"block": 1}')
+    assert cache.lookup(USER, "mao").block == '{"block": 1}'
+    with cache.writing([USER]):
+        pass
+    assert cache.lookup(USER, "mao").block is None
+
+
+def test_blocks_are_kept_per_project_key_and_user(cache):
+    for key, user in ((None, USER), ("mao", USER), ("mao", USER + 1)):
+        cache.store(user, key, cache.lookup(user, key).version, f"{user}/{key}")
+    assert [cache.lookup(u, k).block for u, k in ((USER, None), (USER, "mao"), (USER + 1, "mao"))] \
+        == [f"{USER}/None", f"{USER}/mao", f"{USER + 1}/mao"]
+
+
+def test_a_block_read_before_a_commit_is_never_stored_after_it(cache):
+    """The reader saw version v and read the old rows; a writer committed meanwhile."""
+    seen = cache.lookup(USER, None)
+    with cache.writing([USER]):
+        pass  # the commit
+    cache.store(USER, None, seen.version, "old rows")
+    assert cache.lookup(USER, None).block is None
+
+
+def test_a_block_stored_before_a_commit_is_not_served_after_it(cache):
+    cache.store(USER, None, cache.lookup(USER, None).version, "old rows")
+    with cache.writing([USER]):
+        pass
+    assert cache.lookup(USER, None).block is None
+
+
+def test_nothing_is_served_or_stored_while_a_writer_is_in_flight(cache):
+    cache.store(USER, None, cache.lookup(USER, None).version, "before")
+    with cache.writing([USER]):
+        during = cache.lookup(USER, None)
+        assert (during.block, during.version) == (None, None)
+        cache.store(USER, None, 999, "during")
+    after = cache.lookup(USER, None)
+    assert after.block is None and after.version is not None
+
+
+def test_a_failed_commit_still_moves_the_version_on(cache):
+    cache.store(USER, None, cache.lookup(USER, None).version, "before")
+    with pytest.raises(RuntimeError), cache.writing([USER]):
+        raise RuntimeError("the commit failed")
+    assert cache.lookup(USER, None).block is None
+
+
+def test_a_change_of_one_user_leaves_the_others_cached(cache):
+    cache.store(USER + 1, None, cache.lookup(USER + 1, None).version, "bob's")
+    with cache.writing([USER]):
+        pass
+    assert cache.lookup(USER + 1, None).block == "bob's"
+
+
+def test_a_writer_that_died_in_flight_stops_caching_only_until_its_deadline(app):
+    client = redis.Redis.from_url(TEST_REDIS_URL)
+    cache = RedisContextCache(client)
+    client.hset(f"{KEY_PREFIX}{USER}", mapping={"v": 3, "w": 1,
+                                                "d": int(time.time() * 1000) - 1})
+    found = cache.lookup(USER, None)
+    assert found.version == 3
+    cache.store(USER, None, 3, "after the deadline")
+    assert cache.lookup(USER, None).block == "after the deadline"
+    client.close()
+
+
+def test_redis_entries_expire(app):
+    client = redis.Redis.from_url(TEST_REDIS_URL)
+    cache = RedisContextCache(client)
+    cache.store(USER, None, cache.lookup(USER, None).version, "block")
+    assert 0 < client.ttl(f"{KEY_PREFIX}{USER}") <= TTL_S
+    client.close()
+
+
+def test_the_in_process_cache_keeps_at_most_its_bound():
+    cache = LocalContextCache(max_entries=3)
+    for user in range(5):
+        cache.store(user, None, cache.lookup(user, None).version, f"block {user}")
+    assert [cache.lookup(user, None).block for user in range(5)] == \
+        [None, None, "block 2", "block 3", "block 4"]
+
+
+def test_an_unreachable_redis_is_a_miss_and_no_store():
+    cache = RedisContextCache(redis.Redis(port=1, socket_connect_timeout=0.2))
+    found = cache.lookup(USER, None)
+    assert (found.block, found.version) == (None, None)
+
+
+def test_a_change_cannot_commit_while_redis_cannot_be_told():
+    cache = RedisContextCache(redis.Redis(port=1, socket_connect_timeout=0.2))
+    with pytest.raises(redis.ConnectionError), cache.writing([USER]):
+        pytest.fail("the commit must not run")
