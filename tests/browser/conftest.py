@@ -16,8 +16,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 from werkzeug.serving import make_server
 
 from tests.conftest import PASSWORD, Accounts
-from tests.pages.conftest import PageSession
-from tests.pages.support import Memories, speed_up
+from tests.page_support import PageSession, speed_up
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -63,11 +62,6 @@ def page(browser: Browser, live_server: str) -> Iterator[Page]:
     page = context.new_page()
     yield page
     context.close()
-
-
-@pytest.fixture
-def memories(app: Flask) -> Memories:
-    return Memories(app)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from app.system import service as system
 from app.system.models import EXTRACTION_MODEL_KEY, SystemSetting
 from tests.browser.conftest import hand_session_to
 from tests.conftest import Accounts
-from tests.pages.support import Memories
+from tests.page_support import Store
 
 BANNER = "本页面用于审计用户记忆内容,仅供治理用途"
 
@@ -27,12 +27,12 @@ def test_audit_page_refuses_a_user_without_memory_read(page: Page, alice_id: int
 
 
 def test_audit_page_shows_the_banner_and_reads_only(page: Page, app: Flask, live_server: str,
-                                                   users: Accounts, memories: Memories,
+                                                   users: Accounts, store: Store,
                                                    artifacts: Path):
     alice = users.user("alice")
-    memories.add(alice, "回答请用中文")
-    memories.add(alice, "测试用 Vitest", scope="PROJECT", project_key="mao", source="AUTO")
-    memories.add(alice, "不再需要的", status="DISMISSED")
+    store.add(alice, "回答请用中文")
+    store.add(alice, "测试用 Vitest", scope="PROJECT", project_key="mao", source="AUTO")
+    store.add(alice, "不再需要的", status="DISMISSED")
     users.user("auditor", grants=("memory:read",))
     hand_session_to(page, app, live_server, "auditor")
     page.goto("/settings/memory")

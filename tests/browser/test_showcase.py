@@ -1,4 +1,4 @@
-"""The two pages people look at most, with a realistic amount of memories, at desktop and phone size.
+"""The two pages people look at most, with a realistic number of memories, on desktop and phone.
 
 The screenshots (`test-artifacts/showcase-*.png`) are what docs/screenshots/ is made from.
 """
@@ -13,7 +13,7 @@ from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import hand_session_to
 from tests.conftest import Accounts
-from tests.pages.support import Memories
+from tests.page_support import Store
 
 VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 
@@ -42,16 +42,16 @@ PROJECT_MEMORIES = {
 }
 
 
-def showcase(memories: Memories, user_id: int) -> int:
-    """33 memories over the user scope and 4 projects, of every source, one per project dismissed."""
+def showcase(store: Store, user_id: int) -> int:
+    """33 memories: the user scope and 4 projects, every source, one per project dismissed."""
     count = 0
     for content, source in USER_MEMORIES:
-        memories.add(user_id, content, source=source)
+        store.add(user_id, content, source=source)
         count += 1
     for session_id, (key, contents) in enumerate(PROJECT_MEMORIES.items(), start=1):
-        memories.session(user_id, key, session_id)
+        store.session(user_id, key, session_id)
         for n, content in enumerate(contents):
-            memories.add(user_id, content, scope="PROJECT", project_key=key,
+            store.add(user_id, content, scope="PROJECT", project_key=key,
                          source=("AUTO", "MANUAL", "CONSOLIDATED")[n % 3],
                          status="DISMISSED" if n == 4 else "ACTIVE")
             count += 1
@@ -60,9 +60,9 @@ def showcase(memories: Memories, user_id: int) -> int:
 
 @pytest.mark.parametrize("size", VIEWPORTS)
 def test_showcase_pages_fit_the_screen(page: Page, app: Flask, live_server: str, users: Accounts,
-                                      memories: Memories, artifacts: Path, size: str):
+                                      store: Store, artifacts: Path, size: str):
     alice = users.user("alice")
-    assert showcase(memories, alice) == 33
+    assert showcase(store, alice) == 33
     users.user("auditor", grants=("memory:read",))
     page.set_viewport_size(VIEWPORTS[size])
     hand_session_to(page, app, live_server, "alice")

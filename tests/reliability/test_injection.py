@@ -86,7 +86,7 @@ def bob_has_everything(app: Flask, people: People, memories: Memories) -> None:
     memories.bulk(bob, [f"{BOB_SECRET} {i}" for i in range(5)])
     memories.add(bob, f"{BOB_SECRET} 项目", scope="PROJECT", project_key="mao")
     memories.add(bob, f"{BOB_SECRET} 忽略", status="DISMISSED")
-    from tests.pages.support import Memories as PageScenes
+    from tests.page_support import Store as PageScenes
 
     PageScenes(app).session(bob, "mao", session_id=777)
     with app.app_context():

@@ -44,7 +44,7 @@ def scene(app, people: People, memories: Memories, users: Accounts) -> dict[str,
         "project": memories.add(owner, "项目级的记忆", scope="PROJECT", project_key=ATTRIBUTE),
         "dismissed": memories.add(owner, f"忽略的 {SCRIPT}", status="DISMISSED"),
     }
-    from tests.pages.support import Memories as PageScenes
+    from tests.page_support import Store as PageScenes
 
     PageScenes(app).session(owner, SCRIPT, session_id=9001)
     ids["named"] = users.user(SCRIPT)

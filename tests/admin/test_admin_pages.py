@@ -10,7 +10,7 @@ from flask import Flask
 from app.extensions import db
 from app.system import service as system
 from app.system.models import EXTRACTION_MODEL_KEY, SystemSetting
-from tests.pages.conftest import PageSession
+from tests.page_support import PageSession
 
 BANNER = "本页面用于审计用户记忆内容,仅供治理用途"
 
@@ -47,6 +47,47 @@ def _add_models(app: Flask) -> tuple[int, int]:
         return fast.id, big.id
 
 
+# ---- who may open them -----------------------------------------------------------------
+
+def test_audit_page_is_forbidden_without_memory_read(alice_page):
+    response = alice_page.get("/admin/memory")
+    assert response.status_code == 403
+    assert "记忆审计需要 memory:read 权限" in response.text
+    assert "本页面用于审计用户记忆内容" not in response.text
+
+
+def test_audit_fragment_is_forbidden_without_memory_read(alice_page):
+    response = alice_page.htmx("GET", "/admin/memory?userId=1")
+    assert response.status_code == 403
+    assert response.headers["HX-Retarget"] == "#flash"
+
+
+@pytest.mark.parametrize("grants", [("memory:read",), ()])
+def test_settings_page_is_for_admins_only(users, pages, grants):
+    users.user("carol", grants=grants)
+    pages.login("carol")
+    assert pages.get("/admin/settings").status_code == 403
+    response = pages.htmx("PUT", "/admin/settings/memory.extractionModelId", {"value": ""})
+    assert response.status_code == 403
+
+
+@pytest.mark.parametrize(("grants", "admin", "status"), [
+    (("memory:read",), False, 200),
+    ((), True, 200),
+])
+def test_audit_page_opens_for_memory_read_or_admin(users, pages, grants, admin, status):
+    users.user("dave", grants=grants, admin=admin)
+    pages.login("dave")
+    assert pages.get("/admin/memory").status_code == status
+
+
+def test_admin_pages_offer_no_route_that_writes_a_memory(app):
+    methods = {rule.rule: rule.methods - {"HEAD", "OPTIONS"} for rule in app.url_map.iter_rules()
+               if rule.endpoint.startswith("admin_pages.")}
+    assert methods == {"/admin/memory": {"GET"}, "/admin/settings": {"GET"},
+                       "/admin/settings/<path:key>": {"PUT"}}
+
+
 # ---- audit ------------------------------------------------------------------------------
 
 def test_audit_page_shows_the_fixed_banner(auditor):
@@ -67,11 +108,11 @@ def test_user_search_says_when_nothing_matches(auditor):
     assert "没有匹配「nobody」的用户" in auditor.htmx("GET", "/admin/memory?q=nobody").text
 
 
-def test_audit_table_lists_the_chosen_users_memories_of_every_status(auditor, users, memories):
+def test_audit_table_lists_the_chosen_users_memories_of_every_status(auditor, users, store):
     alice = users.user("alice")
-    memories.add(alice, "生效的", source="AUTO")
-    memories.add(alice, "忽略的", status="DISMISSED")
-    memories.add(users.user("bob"), "bob 的")
+    store.add(alice, "生效的", source="AUTO")
+    store.add(alice, "忽略的", status="DISMISSED")
+    store.add(users.user("bob"), "bob 的")
     html = auditor.htmx("GET", f"/admin/memory?userId={alice}").text
     assert "alice 的记忆" in html
     assert "生效的" in html and "忽略的" in html and "bob 的" not in html
@@ -83,27 +124,27 @@ def test_audit_table_lists_the_chosen_users_memories_of_every_status(auditor, us
     ("status=ACTIVE", "生效的", "忽略的"),
     ("scope=PROJECT", "项目的", "生效的"),
 ])
-def test_audit_filters_by_scope_and_status(auditor, users, memories, query, shown, hidden):
+def test_audit_filters_by_scope_and_status(auditor, users, store, query, shown, hidden):
     alice = users.user("alice")
-    memories.add(alice, "生效的")
-    memories.add(alice, "忽略的", status="DISMISSED")
-    memories.add(alice, "项目的", scope="PROJECT", project_key="mao")
+    store.add(alice, "生效的")
+    store.add(alice, "忽略的", status="DISMISSED")
+    store.add(alice, "项目的", scope="PROJECT", project_key="mao")
     html = auditor.htmx("GET", f"/admin/memory?userId={alice}&{query}").text
     assert shown in html and hidden not in html
 
 
-def test_audit_table_pages_past_twenty_rows(auditor, users, memories):
+def test_audit_table_pages_past_twenty_rows(auditor, users, store):
     alice = users.user("alice")
-    memories.add_many(alice, [f"第 {n} 条" for n in range(25)])
+    store.add_many(alice, [f"第 {n} 条" for n in range(25)])
     html = auditor.htmx("GET", f"/admin/memory?userId={alice}").text
     assert "第 1 / 2 页" in html
     assert f'href="/admin/memory?userId={alice}&amp;page=2"' in html
     assert html.count("<tr>") == 20 + 1
 
 
-def test_audit_page_has_no_control_that_writes(auditor, users, memories):
+def test_audit_page_has_no_control_that_writes(auditor, users, store):
     alice = users.user("alice")
-    memories.add(alice, "生效的")
+    store.add(alice, "生效的")
     main = _main(auditor.get(f"/admin/memory?q=alice&userId={alice}").text)
     assert not re.search(r"hx-(post|put|patch|delete)", main)
     assert not re.search(r'method="post"', main, re.IGNORECASE)
@@ -116,9 +157,9 @@ def test_audit_results_fragment_for_htmx(auditor):
     assert BANNER not in response.text
 
 
-def test_audit_content_is_escaped(auditor, users, memories):
+def test_audit_content_is_escaped(auditor, users, store):
     alice = users.user("alice")
-    memories.add(alice, "<script>alert(1)</script>")
+    store.add(alice, "<script>alert(1)</script>")
     html = auditor.get(f"/admin/memory?userId={alice}").text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "<script>alert(1)" not in html

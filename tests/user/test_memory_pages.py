@@ -7,7 +7,7 @@ import re
 import pytest
 
 from app.memory.rules import ACTIVE_PER_USER_MAX, MANUAL_CONTENT_MAX
-from tests.pages.conftest import PageSession
+from tests.page_support import PageSession
 
 SCRIPT = "<script>alert('记忆')</script>"
 ESCAPED_SCRIPT = "&lt;script&gt;alert(&#39;记忆&#39;)&lt;/script&gt;"
@@ -42,11 +42,11 @@ def test_empty_state_explains_memories_and_that_auto_capture_is_off_by_default(a
     assert 'role="switch"' in html and 'aria-checked="false"' in html
 
 
-def test_list_shows_content_source_badge_project_and_time(alice_page, memories):
+def test_list_shows_content_source_badge_project_and_time(alice_page, store):
     uid = alice_page.user_id
-    memories.add(uid, "我喜欢简洁的回答", source="AUTO")
-    memories.add(uid, "测试用 Vitest", scope="PROJECT", project_key="mao", source="CONSOLIDATED")
-    memories.add(uid, "回答用中文")
+    store.add(uid, "我喜欢简洁的回答", source="AUTO")
+    store.add(uid, "测试用 Vitest", scope="PROJECT", project_key="mao", source="CONSOLIDATED")
+    store.add(uid, "回答用中文")
     html = alice_page.get("/settings/memory").text
     assert '<span class="badge badge-auto" title="来源">自动</span>' in html
     assert '<span class="badge badge-manual" title="来源">手动</span>' in html
@@ -55,21 +55,21 @@ def test_list_shows_content_source_badge_project_and_time(alice_page, memories):
     assert re.search(r'<time datetime="\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ">', html)
 
 
-def test_list_is_newest_first(alice_page, memories):
-    first, second = memories.add_many(alice_page.user_id, ["一", "二"])
+def test_list_is_newest_first(alice_page, store):
+    first, second = store.add_many(alice_page.user_id, ["一", "二"])
     assert _ids(alice_page.get("/settings/memory").text) == [second, first]
 
 
-def test_list_shows_only_the_users_own_memories(alice_page, users, memories):
+def test_list_shows_only_the_users_own_memories(alice_page, users, store):
     bob = users.user("bob")
-    memories.add(bob, "bob 的秘密")
+    store.add(bob, "bob 的秘密")
     assert "bob 的秘密" not in alice_page.get("/settings/memory").text
 
 
-def test_status_filter_defaults_to_active(alice_page, memories):
+def test_status_filter_defaults_to_active(alice_page, store):
     uid = alice_page.user_id
-    memories.add(uid, "生效的那条")
-    memories.add(uid, "忽略的那条", status="DISMISSED")
+    store.add(uid, "生效的那条")
+    store.add(uid, "忽略的那条", status="DISMISSED")
     html = alice_page.get("/settings/memory").text
     assert "生效的那条" in html and "忽略的那条" not in html
     html = alice_page.htmx("GET", "/settings/memory?status=DISMISSED").text
@@ -80,10 +80,10 @@ def test_status_filter_defaults_to_active(alice_page, memories):
     ("USER", "用户级的", "项目级的"),
     ("PROJECT", "项目级的", "用户级的"),
 ])
-def test_scope_tab_lists_only_that_scope(alice_page, memories, scope, shown, hidden):
+def test_scope_tab_lists_only_that_scope(alice_page, store, scope, shown, hidden):
     uid = alice_page.user_id
-    memories.add(uid, "用户级的")
-    memories.add(uid, "项目级的", scope="PROJECT", project_key="mao")
+    store.add(uid, "用户级的")
+    store.add(uid, "项目级的", scope="PROJECT", project_key="mao")
     html = alice_page.htmx("GET", f"/settings/memory?scope={scope}").text
     assert shown in html and hidden not in html
     assert f'class="active" aria-current="true">{"用户" if scope == "USER" else "项目"}<' in html
@@ -96,15 +96,15 @@ def test_tabs_fetch_and_push_the_page_url(alice_page):
     assert html.count('hx-push-url="true"') == 5
 
 
-def test_reload_keeps_the_view_in_the_url(alice_page, memories):
-    memories.add(alice_page.user_id, "忽略的那条", status="DISMISSED")
+def test_reload_keeps_the_view_in_the_url(alice_page, store):
+    store.add(alice_page.user_id, "忽略的那条", status="DISMISSED")
     html = alice_page.get("/settings/memory?status=DISMISSED").text
     assert "忽略的那条" in html
     assert '<input type="hidden" name="status" value="DISMISSED">' in html
 
 
-def test_list_pages_past_twenty_rows(alice_page, memories):
-    ids = memories.add_many(alice_page.user_id, [f"第 {n} 条" for n in range(21)])
+def test_list_pages_past_twenty_rows(alice_page, store):
+    ids = store.add_many(alice_page.user_id, [f"第 {n} 条" for n in range(21)])
     html = alice_page.get("/settings/memory").text
     assert len(_ids(html)) == 20
     assert "第 1 / 2 页" in html
@@ -112,8 +112,8 @@ def test_list_pages_past_twenty_rows(alice_page, memories):
     assert _ids(alice_page.htmx("GET", "/settings/memory?page=2").text) == [ids[0]]
 
 
-def test_twenty_rows_need_no_pager(alice_page, memories):
-    memories.add_many(alice_page.user_id, [f"第 {n} 条" for n in range(20)])
+def test_twenty_rows_need_no_pager(alice_page, store):
+    store.add_many(alice_page.user_id, [f"第 {n} 条" for n in range(20)])
     assert 'class="pager"' not in alice_page.get("/settings/memory").text
 
 
@@ -126,11 +126,11 @@ def test_bad_filter_value_is_refused_with_the_services_message(alice_page):
 
 # ---- adding -----------------------------------------------------------------------------
 
-def test_added_memory_is_manual_active_and_listed_first(alice_page, memories):
-    older = memories.add(alice_page.user_id, "旧的一条")
+def test_added_memory_is_manual_active_and_listed_first(alice_page, store):
+    older = store.add(alice_page.user_id, "旧的一条")
     response = _create(alice_page, "  回答请用中文  ")
     assert response.status_code == 201
-    [item] = [m for m in memories.of(alice_page.user_id) if m["id"] != older]
+    [item] = [m for m in store.of(alice_page.user_id) if m["id"] != older]
     assert (item["content"], item["source"], item["status"]) == ("回答请用中文", "MANUAL", "ACTIVE")
     assert _ids(response.text) == [item["id"], older]
     assert "已新增记忆" in response.text
@@ -144,8 +144,8 @@ def test_added_memory_swaps_in_the_default_view_and_closes_the_dialog(alice_page
     assert response.headers["HX-Trigger"] == "memory-created"
 
 
-def test_duplicate_is_shown_in_the_dialog(alice_page, memories):
-    memories.add(alice_page.user_id, "回答 请用中文")
+def test_duplicate_is_shown_in_the_dialog(alice_page, store):
+    store.add(alice_page.user_id, "回答 请用中文")
     response = _create(alice_page, "回答\n请用中文")
     assert response.status_code == 409
     assert "已有相同内容的记忆" in response.text
@@ -154,11 +154,11 @@ def test_duplicate_is_shown_in_the_dialog(alice_page, memories):
     assert 'id="memory-list"' not in response.text
 
 
-def test_too_long_content_is_refused(alice_page, memories):
+def test_too_long_content_is_refused(alice_page, store):
     response = _create(alice_page, "长" * (MANUAL_CONTENT_MAX + 1))
     assert response.status_code == 400
     assert f"最多 {MANUAL_CONTENT_MAX} 字" in response.text
-    assert memories.of(alice_page.user_id) == []
+    assert store.of(alice_page.user_id) == []
 
 
 def test_content_of_exactly_the_limit_is_accepted(alice_page):
@@ -171,17 +171,17 @@ def test_blank_content_is_refused(alice_page):
     assert "内容不能为空" in response.text
 
 
-def test_adding_past_the_active_cap_is_refused(alice_page, memories):
-    memories.add_many(alice_page.user_id, [f"m{n}" for n in range(ACTIVE_PER_USER_MAX)])
+def test_adding_past_the_active_cap_is_refused(alice_page, store):
+    store.add_many(alice_page.user_id, [f"m{n}" for n in range(ACTIVE_PER_USER_MAX)])
     response = _create(alice_page, "再来一条")
     assert response.status_code == 409
     assert f"已达 {ACTIVE_PER_USER_MAX} 条上限" in response.text
 
 
-def test_project_memory_is_bound_to_the_chosen_project(alice_page, memories):
+def test_project_memory_is_bound_to_the_chosen_project(alice_page, store):
     response = _create(alice_page, "测试用 Vitest", scope="PROJECT", project_key="mao")
     assert response.status_code == 201
-    [item] = memories.of(alice_page.user_id)
+    [item] = store.of(alice_page.user_id)
     assert (item["scope"], item["projectKey"]) == ("PROJECT", "mao")
     assert "项目 · <code>mao</code>" in response.text
 
@@ -191,19 +191,19 @@ def test_project_memory_is_bound_to_the_chosen_project(alice_page, memories):
     ("weixin-bot", "bot channel"),
     ("feishu-chat-42-x", "bot channel"),
 ])
-def test_project_memory_needs_a_real_project(alice_page, memories, project_key, message):
+def test_project_memory_needs_a_real_project(alice_page, store, project_key, message):
     response = _create(alice_page, "测试用 Vitest", scope="PROJECT", project_key=project_key)
     assert response.status_code == 400
     assert message in response.text
-    assert memories.of(alice_page.user_id) == []
+    assert store.of(alice_page.user_id) == []
 
 
-def test_project_select_offers_the_users_projects_without_bot_keys(alice_page, users, memories):
+def test_project_select_offers_the_users_projects_without_bot_keys(alice_page, users, store):
     uid = alice_page.user_id
-    memories.session(uid, "zeta", 1)
-    memories.session(uid, "mao", 2)
-    memories.session(uid, "weixin-bot", 3)
-    memories.session(users.user("bob"), "bobs-project", 4)
+    store.session(uid, "zeta", 1)
+    store.session(uid, "mao", 2)
+    store.session(uid, "weixin-bot", 3)
+    store.session(users.user("bob"), "bobs-project", 4)
     html = alice_page.htmx("GET", "/settings/memory/projects?scope=PROJECT").text
     assert re.findall(r'<option value="([^"]*)">', html) == ["mao", "zeta"]
 
@@ -214,121 +214,121 @@ def test_project_select_explains_when_there_are_no_projects(alice_page):
     assert "<select" not in html
 
 
-def test_project_select_is_absent_for_user_scope(alice_page, memories):
-    memories.session(alice_page.user_id, "mao", 1)
+def test_project_select_is_absent_for_user_scope(alice_page, store):
+    store.session(alice_page.user_id, "mao", 1)
     assert alice_page.htmx("GET", "/settings/memory/projects?scope=USER").text.strip() == ""
 
 
 # ---- editing ----------------------------------------------------------------------------
 
-def test_edit_form_holds_the_current_content(alice_page, memories):
-    item = memories.add(alice_page.user_id, "旧内容")
+def test_edit_form_holds_the_current_content(alice_page, store):
+    item = store.add(alice_page.user_id, "旧内容")
     html = alice_page.htmx("GET", f"/settings/memory/items/{item}/edit").text
     assert f'<li class="memory-row editing" id="memory-{item}">' in html
     assert "旧内容</textarea>" in html
     assert ">保存<" in html and ">取消<" in html
 
 
-def test_cancel_returns_the_row_unchanged(alice_page, memories):
-    item = memories.add(alice_page.user_id, "旧内容")
+def test_cancel_returns_the_row_unchanged(alice_page, store):
+    item = store.add(alice_page.user_id, "旧内容")
     html = alice_page.htmx("GET", f"/settings/memory/items/{item}").text
     assert f'<li class="memory-row" id="memory-{item}">' in html
     assert "旧内容" in html
 
 
-def test_saved_edit_returns_only_that_row_with_the_new_content(alice_page, memories):
-    item = memories.add(alice_page.user_id, "旧内容")
+def test_saved_edit_returns_only_that_row_with_the_new_content(alice_page, store):
+    item = store.add(alice_page.user_id, "旧内容")
     response = alice_page.htmx("PATCH", f"/settings/memory/items/{item}", {"content": "新内容"})
     assert response.status_code == 200
     assert _ids(response.text) == [item]
     assert "新内容" in response.text
-    assert memories.get(item)["content"] == "新内容"
+    assert store.get(item)["content"] == "新内容"
 
 
-def test_editing_a_dismissed_memory_keeps_it_dismissed(alice_page, memories):
-    item = memories.add(alice_page.user_id, "旧内容", status="DISMISSED")
+def test_editing_a_dismissed_memory_keeps_it_dismissed(alice_page, store):
+    item = store.add(alice_page.user_id, "旧内容", status="DISMISSED")
     alice_page.htmx("PATCH", f"/settings/memory/items/{item}", {"content": "新内容"})
-    assert memories.get(item)["status"] == "DISMISSED"
+    assert store.get(item)["status"] == "DISMISSED"
 
 
-def test_refused_edit_keeps_the_typed_text_and_says_why(alice_page, memories):
+def test_refused_edit_keeps_the_typed_text_and_says_why(alice_page, store):
     uid = alice_page.user_id
-    memories.add(uid, "已有的内容")
-    item = memories.add(uid, "旧内容")
+    store.add(uid, "已有的内容")
+    item = store.add(uid, "旧内容")
     response = alice_page.htmx("PATCH", f"/settings/memory/items/{item}",
                                {"content": "已有的内容"})
     assert response.status_code == 409
     assert "已有相同内容的记忆" in response.text
     assert "\n已有的内容</textarea>" in response.text
-    assert memories.get(item)["content"] == "旧内容"
+    assert store.get(item)["content"] == "旧内容"
 
 
 # ---- dismiss, restore, delete -----------------------------------------------------------
 
-def test_dismissed_memory_leaves_the_active_view_for_the_dismissed_one(alice_page, memories):
-    item = memories.add(alice_page.user_id, "要忽略的")
+def test_dismissed_memory_leaves_the_active_view_for_the_dismissed_one(alice_page, store):
+    item = store.add(alice_page.user_id, "要忽略的")
     response = alice_page.htmx("PATCH", f"/settings/memory/items/{item}/status",
                                {"new_status": "DISMISSED", "status": "ACTIVE"})
     assert response.status_code == 200
     assert item not in _ids(response.text)
     assert "可在「已忽略」中恢复" in response.text
-    assert memories.get(item)["status"] == "DISMISSED"
+    assert store.get(item)["status"] == "DISMISSED"
     dismissed = alice_page.htmx("GET", "/settings/memory?status=DISMISSED").text
     assert _ids(dismissed) == [item]
     assert ">恢复<" in dismissed
 
 
-def test_restored_memory_is_active_again(alice_page, memories):
-    item = memories.add(alice_page.user_id, "要恢复的", status="DISMISSED")
+def test_restored_memory_is_active_again(alice_page, store):
+    item = store.add(alice_page.user_id, "要恢复的", status="DISMISSED")
     response = alice_page.htmx("PATCH", f"/settings/memory/items/{item}/status",
                                {"new_status": "ACTIVE", "status": "DISMISSED"})
     assert item not in _ids(response.text)
-    assert memories.get(item)["status"] == "ACTIVE"
+    assert store.get(item)["status"] == "ACTIVE"
 
 
-def test_restoring_past_the_active_cap_is_refused(alice_page, memories):
+def test_restoring_past_the_active_cap_is_refused(alice_page, store):
     uid = alice_page.user_id
-    memories.add_many(uid, [f"m{n}" for n in range(ACTIVE_PER_USER_MAX)])
-    item = memories.add(uid, "要恢复的", status="DISMISSED")
+    store.add_many(uid, [f"m{n}" for n in range(ACTIVE_PER_USER_MAX)])
+    item = store.add(uid, "要恢复的", status="DISMISSED")
     response = alice_page.htmx("PATCH", f"/settings/memory/items/{item}/status",
                                {"new_status": "ACTIVE", "status": "DISMISSED"})
     assert response.status_code == 409
     assert response.headers["HX-Retarget"] == "#flash"
     assert f"已达 {ACTIVE_PER_USER_MAX} 条上限" in response.text
-    assert memories.get(item)["status"] == "DISMISSED"
+    assert store.get(item)["status"] == "DISMISSED"
 
 
-def test_row_actions_answer_the_view_on_screen(alice_page, memories):
+def test_row_actions_answer_the_view_on_screen(alice_page, store):
     uid = alice_page.user_id
-    memories.add(uid, "项目级的", scope="PROJECT", project_key="mao")
-    kept, item = memories.add_many(uid, ["留下的", "要忽略的"])
+    store.add(uid, "项目级的", scope="PROJECT", project_key="mao")
+    kept, item = store.add_many(uid, ["留下的", "要忽略的"])
     response = alice_page.htmx("PATCH", f"/settings/memory/items/{item}/status",
                                {"new_status": "DISMISSED", "scope": "USER", "status": "ACTIVE"})
     assert _ids(response.text) == [kept]
     assert '<input type="hidden" name="scope" value="USER">' in response.text
 
 
-def test_deleted_memory_is_gone_for_good(alice_page, memories):
-    item = memories.add(alice_page.user_id, "要删除的")
+def test_deleted_memory_is_gone_for_good(alice_page, store):
+    item = store.add(alice_page.user_id, "要删除的")
     response = alice_page.client.delete(f"/settings/memory/items/{item}?status=ACTIVE",
                                         headers={"HX-Request": "true",
                                                  "X-CSRF-Token": alice_page.csrf})
     assert response.status_code == 200
-    assert memories.get(item) is None
+    assert store.get(item) is None
     assert "已删除" in response.text
     assert "还没有记忆" in response.text
 
 
-def test_deleting_the_last_row_of_the_last_page_shows_the_page_before(alice_page, memories):
-    ids = memories.add_many(alice_page.user_id, [f"第 {n} 条" for n in range(21)])
+def test_deleting_the_last_row_of_the_last_page_shows_the_page_before(alice_page, store):
+    ids = store.add_many(alice_page.user_id, [f"第 {n} 条" for n in range(21)])
     response = alice_page.client.delete(f"/settings/memory/items/{ids[0]}?page=2", headers={
         "HX-Request": "true", "X-CSRF-Token": alice_page.csrf})
     assert len(_ids(response.text)) == 20
     assert '<input type="hidden" name="page" value="1">' in response.text
 
 
-def test_delete_asks_for_confirmation(alice_page, memories):
-    memories.add(alice_page.user_id, "要删除的")
+def test_delete_asks_for_confirmation(alice_page, store):
+    store.add(alice_page.user_id, "要删除的")
     assert 'hx-confirm="确定删除这条记忆吗?删除后无法恢复。"' in alice_page.get(
         "/settings/memory").text
 
@@ -340,14 +340,14 @@ def test_delete_asks_for_confirmation(alice_page, memories):
     ("PATCH", "/settings/memory/items/{item}/status", {"new_status": "DISMISSED"}),
     ("DELETE", "/settings/memory/items/{item}", None),
 ])
-def test_another_users_memory_is_not_found(alice_page, users, memories, method, path, form):
-    item = memories.add(users.user("bob"), "bob 的秘密")
+def test_another_users_memory_is_not_found(alice_page, users, store, method, path, form):
+    item = store.add(users.user("bob"), "bob 的秘密")
     response = alice_page.htmx(method, path.format(item=item), form)
     assert response.status_code == 404
     assert "记忆不存在或已被删除" in response.text
     assert "bob 的秘密" not in response.text
-    assert memories.get(item)["content"] == "bob 的秘密"
-    assert memories.get(item)["status"] == "ACTIVE"
+    assert store.get(item)["content"] == "bob 的秘密"
+    assert store.get(item)["status"] == "ACTIVE"
 
 
 # ---- auto-capture -----------------------------------------------------------------------
@@ -369,15 +369,15 @@ def test_auto_capture_refuses_anything_but_true_or_false(alice_page):
 
 # ---- escaping ---------------------------------------------------------------------------
 
-def test_script_content_is_escaped_in_the_list(alice_page, memories):
-    memories.add(alice_page.user_id, SCRIPT)
+def test_script_content_is_escaped_in_the_list(alice_page, store):
+    store.add(alice_page.user_id, SCRIPT)
     html = alice_page.get("/settings/memory").text
     assert ESCAPED_SCRIPT in html
     assert SCRIPT not in html
 
 
-def test_script_content_is_escaped_in_the_edit_form(alice_page, memories):
-    item = memories.add(alice_page.user_id, SCRIPT)
+def test_script_content_is_escaped_in_the_edit_form(alice_page, store):
+    item = store.add(alice_page.user_id, SCRIPT)
     html = alice_page.htmx("GET", f"/settings/memory/items/{item}/edit").text
     assert ESCAPED_SCRIPT in html
     assert SCRIPT not in html
@@ -389,9 +389,9 @@ def test_script_content_is_escaped_when_added(alice_page):
     assert SCRIPT not in response.text
 
 
-def test_script_project_key_is_escaped(alice_page, memories):
-    memories.add(alice_page.user_id, "内容", scope="PROJECT", project_key="<b>x</b>")
-    memories.session(alice_page.user_id, "<b>x</b>", 1)
+def test_script_project_key_is_escaped(alice_page, store):
+    store.add(alice_page.user_id, "内容", scope="PROJECT", project_key="<b>x</b>")
+    store.session(alice_page.user_id, "<b>x</b>", 1)
     assert "&lt;b&gt;x&lt;/b&gt;" in alice_page.get("/settings/memory").text
     fragment = alice_page.htmx("GET", "/settings/memory/projects?scope=PROJECT").text
     assert "<b>" not in fragment
