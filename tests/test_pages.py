@@ -18,6 +18,7 @@ FRAGMENT_ENDPOINTS = [
     ("GET", "/settings/memory/projects?scope=PROJECT", None),
     ("GET", "/settings/memory/items/{item}", None),
     ("GET", "/settings/memory/items/{item}/edit", None),
+    ("GET", "/settings/memory/items/{item}/delete", None),
     ("POST", "/settings/memory/items", {"scope": "USER", "content": "另一条记忆"}),
     ("PATCH", "/settings/memory/items/{item}", {"content": "改过的内容"}),
     ("PATCH", "/settings/memory/items/{item}/status", {"new_status": "DISMISSED"}),
@@ -86,9 +87,9 @@ def test_auto_capture_refuses_a_missing_csrf_token_and_stays_off(root_page):
     assert 'aria-checked="false"' in page.text
 
 
-def test_csrf_refusal_goes_to_the_flash_area(root_page, item):
+def test_csrf_refusal_goes_to_the_toast_in_view(root_page, item):
     response = root_page.htmx("DELETE", f"/settings/memory/items/{item}", csrf=False)
-    assert response.headers["HX-Retarget"] == "#flash"
+    assert response.headers["HX-Retarget"] == "#toast"
     assert response.headers["HX-Reswap"] == "innerHTML"
 
 
