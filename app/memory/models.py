@@ -236,6 +236,17 @@ class MemoryItem(db.Model):
             .order_by(cls.updated_at.desc(), cls.id.desc())
         ))
 
+    # ---- the add form's project picker -------------------------------------------------
+
+    @classmethod
+    def project_keys_in_use(cls, user_id: int) -> list[str]:
+        """Distinct project keys the user has memories under, any status. A non-empty
+        project_key only ever belongs to PROJECT rows: one range of idx_memory_project."""
+        return list(db.session.scalars(
+            sa.select(cls.project_key).distinct()
+            .where(cls.user_id == user_id, cls.project_key != "")
+        ))
+
 
 _NEWEST_FIRST = (MemoryItem.updated_at.desc(), MemoryItem.id.desc())
 _INJECT_COLUMNS = (MemoryItem.scope, MemoryItem.project_key, MemoryItem.content)

@@ -294,3 +294,13 @@ def context_for(user_id: int, project_key: str | None) -> dict[str, Any]:
     ]
     lines = [rules.prompt_line(m["scope"], m["projectKey"], m["content"]) for m in memories]
     return {"memories": memories, "prompt": rules.prompt_block(lines)}
+
+
+def project_choices(user_id: int) -> list[str]:
+    """The projects the pages offer for a new PROJECT memory, sorted: those the user already has
+    memories under and those the platform reported sessions in (bot keys left out). The JSON
+    projects endpoint stays `project_keys`, the reported ones only (SPEC §4)."""
+    bots = bot_project_keys()
+    own = {key for key in MemoryItem.project_keys_in_use(user_id)
+           if rules.valid_project_key(key, bots) == key}
+    return sorted(own | set(project_keys(user_id)))

@@ -41,8 +41,9 @@ BOB_SECRET = "bob 的秘密记忆"
 PAGE_PARAMETERS: dict[Route, tuple[str, ...]] = {
     ("/settings/memory", "GET"): ("scope", "status", "page"),
     ("/settings/memory/projects", "GET"): ("scope",),
-    ("/settings/memory/items/<int:item_id>", "GET"): (),
+    ("/settings/memory/items/<int:item_id>", "GET"): ("focus",),
     ("/settings/memory/items/<int:item_id>/edit", "GET"): (),
+    ("/settings/memory/items/<int:item_id>/delete", "GET"): (),
     ("/admin/memory", "GET"): ("q", "userId", "scope", "status", "page"),
     ("/admin/settings", "GET"): (),
     ("/login", "GET"): ("next",),
@@ -50,6 +51,7 @@ PAGE_PARAMETERS: dict[Route, tuple[str, ...]] = {
     ("/healthz", "GET"): (),
     ("/metrics", "GET"): (),
     ("/static/<path:filename>", "GET"): (),
+    ("/favicon.ico", "GET"): (),
     ("/api/openapi.json", "GET"): (),
 }
 # Who asks: the least privileged caller each route lets in.

@@ -71,6 +71,8 @@ def test_my_memory_page_and_its_fragments_escape_content(people: People, scene):
         expected = SCRIPT_ESCAPED if key == "script" else ATTRIBUTE_ESCAPED
         assert_escaped(owner.open("GET", f"/settings/memory/items/{scene[key]}"), expected)
         assert_escaped(owner.open("GET", f"/settings/memory/items/{scene[key]}/edit"), expected)
+        assert_escaped(owner.open("GET", f"/settings/memory/items/{scene[key]}/delete"),
+                       expected)
     assert_escaped(owner.open("GET", "/settings/memory/projects?scope=PROJECT"), SCRIPT_ESCAPED)
 
 
@@ -91,7 +93,8 @@ def test_fragments_answering_writes_escape_content(people: People, scene):
     assert_escaped(owner.open("PATCH", f"/settings/memory/items/{scene['attribute']}/status",
                               data={"new_status": "DISMISSED", "status": "DISMISSED"}),
                    ATTRIBUTE_ESCAPED)
-    assert_escaped(owner.open("DELETE", f"/settings/memory/items/{scene['project']}"),
+    # A deleted row says which memory went.
+    assert_escaped(owner.open("DELETE", f"/settings/memory/items/{scene['dismissed']}"),
                    SCRIPT_ESCAPED)
 
 

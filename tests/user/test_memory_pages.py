@@ -6,7 +6,9 @@ import re
 
 import pytest
 
+from app.extensions import db
 from app.memory.rules import ACTIVE_PER_USER_MAX, MANUAL_CONTENT_MAX
+from app.system import service as system
 from tests.page_support import PageSession
 
 SCRIPT = "<script>alert('记忆')</script>"
@@ -18,11 +20,12 @@ def _ids(html: str) -> list[int]:
     return [int(i) for i in re.findall(r'<li class="memory-row[^"]*" id="memory-(\d+)"', html)]
 
 
-def _create(page: PageSession, content: str, scope: str = "USER", project_key: str | None = None):
+def _create(page: PageSession, content: str, scope: str = "USER", project_key: str | None = None,
+            headers: dict[str, str] | None = None):
     form = {"scope": scope, "content": content}
     if project_key is not None:
         form["projectKey"] = project_key
-    return page.htmx("POST", "/settings/memory/items", form)
+    return page.htmx("POST", "/settings/memory/items", form, headers=headers)
 
 
 # ---- the page ---------------------------------------------------------------------------
@@ -117,30 +120,47 @@ def test_twenty_rows_need_no_pager(alice_page, store):
     assert 'class="pager"' not in alice_page.get("/settings/memory").text
 
 
-def test_bad_filter_value_is_refused_with_the_services_message(alice_page):
+def test_bad_filter_value_is_refused_in_chinese_saying_what_to_do(alice_page):
     response = alice_page.get("/settings/memory?status=GONE")
     assert response.status_code == 400
-    assert "输入有误" in response.text
-    assert "status must be ACTIVE or DISMISSED" in response.text
+    assert "状态只能是「生效中」或「已忽略」:请用页面上的筛选切换。" in response.text
+    assert "status must be" not in response.text
 
 
 # ---- adding -----------------------------------------------------------------------------
 
-def test_added_memory_is_manual_active_and_listed_first(alice_page, store):
+def test_added_memory_is_manual_active_and_joins_the_top_of_the_list_on_screen(alice_page,
+                                                                             store):
     older = store.add(alice_page.user_id, "旧的一条")
     response = _create(alice_page, "  回答请用中文  ")
     assert response.status_code == 201
     [item] = [m for m in store.of(alice_page.user_id) if m["id"] != older]
     assert (item["content"], item["source"], item["status"]) == ("回答请用中文", "MANUAL", "ACTIVE")
-    assert _ids(response.text) == [item["id"], older]
+    # Only the new row, out of band at the top: the rows on screen (an open edit too) stay.
+    assert _ids(response.text) == [item["id"]]
+    assert '<ul hx-swap-oob="afterbegin:#memory-rows">' in response.text
+    assert '<p id="memory-summary" class="summary" hx-swap-oob="true">共 2 条</p>' in response.text
     assert "已新增记忆" in response.text
+    assert "HX-Retarget" not in response.headers
+    assert response.headers["HX-Trigger"] == "memory-created"
 
 
-def test_added_memory_swaps_in_the_default_view_and_closes_the_dialog(alice_page):
+def test_first_memory_renders_the_list_in_place_of_the_empty_state(alice_page):
     response = _create(alice_page, "回答请用中文")
     assert response.headers["HX-Retarget"] == "#memory-list"
     assert response.headers["HX-Reswap"] == "outerHTML"
-    assert response.headers["HX-Push-Url"] == "/settings/memory"
+    assert response.headers["HX-Trigger"] == "memory-created"
+    assert response.text.lstrip().startswith('<section id="memory-list"')
+
+
+def test_memory_added_outside_the_view_on_screen_is_announced_with_a_link(alice_page, store):
+    store.add(alice_page.user_id, "忽略的那条", status="DISMISSED")
+    response = _create(alice_page, "回答请用中文", headers={
+        "HX-Current-URL": "http://localhost/settings/memory?status=DISMISSED"})
+    assert response.status_code == 201
+    assert _ids(response.text) == []
+    assert "已新增记忆,它在「全部 · 生效中」的最前面。" in response.text
+    assert 'hx-get="/settings/memory"' in response.text
     assert response.headers["HX-Trigger"] == "memory-created"
 
 
@@ -154,10 +174,19 @@ def test_duplicate_is_shown_in_the_dialog(alice_page, store):
     assert 'id="memory-list"' not in response.text
 
 
+def test_memory_added_under_an_address_the_page_would_refuse_is_still_added(alice_page, store):
+    response = _create(alice_page, "回答请用中文", headers={
+        "HX-Current-URL": "http://localhost/settings/memory?status=GONE"})
+    assert response.status_code == 201
+    assert response.headers["HX-Trigger"] == "memory-created"
+    assert len(store.of(alice_page.user_id)) == 1
+
+
 def test_too_long_content_is_refused(alice_page, store):
     response = _create(alice_page, "长" * (MANUAL_CONTENT_MAX + 1))
     assert response.status_code == 400
-    assert f"最多 {MANUAL_CONTENT_MAX} 字" in response.text
+    limit = MANUAL_CONTENT_MAX
+    assert f"内容超过 {limit} 字:请精简到 {limit} 字以内。" in response.text
     assert store.of(alice_page.user_id) == []
 
 
@@ -168,7 +197,8 @@ def test_content_of_exactly_the_limit_is_accepted(alice_page):
 def test_blank_content_is_refused(alice_page):
     response = _create(alice_page, " \n ")
     assert response.status_code == 400
-    assert "内容不能为空" in response.text
+    assert "内容不能为空:请写下要记住的内容。" in response.text
+    assert "超过" not in response.text
 
 
 def test_adding_past_the_active_cap_is_refused(alice_page, store):
@@ -187,9 +217,9 @@ def test_project_memory_is_bound_to_the_chosen_project(alice_page, store):
 
 
 @pytest.mark.parametrize(("project_key", "message"), [
-    (None, "projectKey is required"),
-    ("weixin-bot", "bot channel"),
-    ("feishu-chat-42-x", "bot channel"),
+    (None, "项目级记忆需要一个项目:请选择或输入项目标识。"),
+    ("weixin-bot", "不是项目:请换一个项目,或改为用户级记忆。"),
+    ("feishu-chat-42-x", "不是项目:请换一个项目,或改为用户级记忆。"),
 ])
 def test_project_memory_needs_a_real_project(alice_page, store, project_key, message):
     response = _create(alice_page, "测试用 Vitest", scope="PROJECT", project_key=project_key)
@@ -198,7 +228,7 @@ def test_project_memory_needs_a_real_project(alice_page, store, project_key, mes
     assert store.of(alice_page.user_id) == []
 
 
-def test_project_select_offers_the_users_projects_without_bot_keys(alice_page, users, store):
+def test_project_picker_offers_the_users_projects_without_bot_keys(alice_page, users, store):
     uid = alice_page.user_id
     store.session(uid, "zeta", 1)
     store.session(uid, "mao", 2)
@@ -208,13 +238,31 @@ def test_project_select_offers_the_users_projects_without_bot_keys(alice_page, u
     assert re.findall(r'<option value="([^"]*)">', html) == ["mao", "zeta"]
 
 
-def test_project_select_explains_when_there_are_no_projects(alice_page):
+def test_project_picker_offers_projects_the_user_has_memories_under(alice_page, users, store):
+    uid = alice_page.user_id
+    store.add(uid, "旧项目里的", scope="PROJECT", project_key="legacy", status="DISMISSED")
+    store.add(uid, "另一个项目里的", scope="PROJECT", project_key="mao")
+    store.session(uid, "mao", 1)
+    store.add(users.user("bob"), "bob 的", scope="PROJECT", project_key="bobs-project")
     html = alice_page.htmx("GET", "/settings/memory/projects?scope=PROJECT").text
+    assert re.findall(r'<option value="([^"]*)">', html) == ["legacy", "mao"]
+
+
+def test_projects_endpoint_still_answers_only_reported_projects(alice_page, store):
+    store.add(alice_page.user_id, "旧项目里的", scope="PROJECT", project_key="legacy")
+    store.session(alice_page.user_id, "mao", 1)
+    response = alice_page.htmx("GET", "/api/v1/memory/projects")
+    assert response.get_json()["data"] == {"projects": ["mao"]}
+
+
+def test_project_picker_takes_a_new_project_key(alice_page):
+    html = alice_page.htmx("GET", "/settings/memory/projects?scope=PROJECT").text
+    assert '<input id="memory-project" name="projectKey" list="memory-project-keys"' in html
     assert "还没有可选的项目" in html
     assert "<select" not in html
 
 
-def test_project_select_is_absent_for_user_scope(alice_page, store):
+def test_project_picker_is_absent_for_user_scope(alice_page, store):
     store.session(alice_page.user_id, "mao", 1)
     assert alice_page.htmx("GET", "/settings/memory/projects?scope=USER").text.strip() == ""
 
@@ -265,24 +313,37 @@ def test_refused_edit_keeps_the_typed_text_and_says_why(alice_page, store):
 
 # ---- dismiss, restore, delete -----------------------------------------------------------
 
-def test_dismissed_memory_leaves_the_active_view_for_the_dismissed_one(alice_page, store):
+def test_dismissed_memory_leaves_a_line_with_undo_in_its_place(alice_page, store):
     item = store.add(alice_page.user_id, "要忽略的")
     response = alice_page.htmx("PATCH", f"/settings/memory/items/{item}/status",
                                {"new_status": "DISMISSED", "status": "ACTIVE"})
     assert response.status_code == 200
-    assert item not in _ids(response.text)
-    assert "可在「已忽略」中恢复" in response.text
+    assert f'<li class="memory-row gone" id="memory-{item}">' in response.text
+    assert "已忽略「要忽略的」,Agent 不再使用它。" in response.text
+    # 撤销 puts back the status of the view on screen, and takes the focus.
+    assert """hx-vals='{"new_status": "ACTIVE"}'""" in response.text
+    assert "autofocus" in response.text
     assert store.get(item)["status"] == "DISMISSED"
     dismissed = alice_page.htmx("GET", "/settings/memory?status=DISMISSED").text
     assert _ids(dismissed) == [item]
     assert ">恢复<" in dismissed
 
 
+def test_undo_brings_the_row_back_with_the_focus_on_its_action(alice_page, store):
+    item = store.add(alice_page.user_id, "要忽略的", status="DISMISSED")
+    response = alice_page.htmx("PATCH", f"/settings/memory/items/{item}/status",
+                               {"new_status": "ACTIVE", "status": "ACTIVE"})
+    assert _ids(response.text) == [item]
+    assert re.search(r"autofocus>忽略</button>", response.text)
+    assert store.get(item)["status"] == "ACTIVE"
+
+
 def test_restored_memory_is_active_again(alice_page, store):
     item = store.add(alice_page.user_id, "要恢复的", status="DISMISSED")
     response = alice_page.htmx("PATCH", f"/settings/memory/items/{item}/status",
                                {"new_status": "ACTIVE", "status": "DISMISSED"})
-    assert item not in _ids(response.text)
+    assert "已恢复「要恢复的」,Agent 会再次使用它。" in response.text
+    assert """hx-vals='{"new_status": "DISMISSED"}'""" in response.text
     assert store.get(item)["status"] == "ACTIVE"
 
 
@@ -293,19 +354,19 @@ def test_restoring_past_the_active_cap_is_refused(alice_page, store):
     response = alice_page.htmx("PATCH", f"/settings/memory/items/{item}/status",
                                {"new_status": "ACTIVE", "status": "DISMISSED"})
     assert response.status_code == 409
-    assert response.headers["HX-Retarget"] == "#flash"
+    assert response.headers["HX-Retarget"] == "#toast"
     assert f"已达 {ACTIVE_PER_USER_MAX} 条上限" in response.text
     assert store.get(item)["status"] == "DISMISSED"
 
 
-def test_row_actions_answer_the_view_on_screen(alice_page, store):
+def test_row_actions_answer_the_count_of_the_view_on_screen(alice_page, store):
     uid = alice_page.user_id
     store.add(uid, "项目级的", scope="PROJECT", project_key="mao")
     kept, item = store.add_many(uid, ["留下的", "要忽略的"])
     response = alice_page.htmx("PATCH", f"/settings/memory/items/{item}/status",
                                {"new_status": "DISMISSED", "scope": "USER", "status": "ACTIVE"})
-    assert _ids(response.text) == [kept]
-    assert '<input type="hidden" name="scope" value="USER">' in response.text
+    assert '<p id="memory-summary" class="summary" hx-swap-oob="true">共 1 条</p>' in response.text
+    assert f'<li class="memory-row gone" id="memory-{item}">' in response.text
 
 
 def test_deleted_memory_is_gone_for_good(alice_page, store):
@@ -315,27 +376,31 @@ def test_deleted_memory_is_gone_for_good(alice_page, store):
                                                  "X-CSRF-Token": alice_page.csrf})
     assert response.status_code == 200
     assert store.get(item) is None
-    assert "已删除" in response.text
-    assert "还没有记忆" in response.text
+    assert "已删除「要删除的」。" in response.text
+    assert '<p id="memory-summary" class="summary" hx-swap-oob="true">共 0 条</p>' in response.text
 
 
-def test_deleting_the_last_row_of_the_last_page_shows_the_page_before(alice_page, store):
-    ids = store.add_many(alice_page.user_id, [f"第 {n} 条" for n in range(21)])
-    response = alice_page.client.delete(f"/settings/memory/items/{ids[0]}?page=2", headers={
-        "HX-Request": "true", "X-CSRF-Token": alice_page.csrf})
+def test_a_page_past_the_last_shows_the_last_page(alice_page, store):
+    store.add_many(alice_page.user_id, [f"第 {n} 条" for n in range(20)])
+    response = alice_page.htmx("GET", "/settings/memory?page=2")
     assert len(_ids(response.text)) == 20
     assert '<input type="hidden" name="page" value="1">' in response.text
 
 
-def test_delete_asks_for_confirmation(alice_page, store):
-    store.add(alice_page.user_id, "要删除的")
-    assert 'hx-confirm="确定删除这条记忆吗?删除后无法恢复。"' in alice_page.get(
-        "/settings/memory").text
+def test_delete_asks_for_confirmation_naming_the_memory(alice_page, store):
+    item = store.add(alice_page.user_id, "要删除的")
+    assert "hx-confirm" not in alice_page.get("/settings/memory").text
+    html = alice_page.htmx("GET", f"/settings/memory/items/{item}/delete").text
+    assert f'<li class="memory-row confirming" id="memory-{item}">' in html
+    assert "确定删除「要删除的」吗?删除后无法恢复" in html
+    assert f'hx-delete="/settings/memory/items/{item}"' in html
+    assert store.get(item) is not None
 
 
 @pytest.mark.parametrize(("method", "path", "form"), [
     ("GET", "/settings/memory/items/{item}", None),
     ("GET", "/settings/memory/items/{item}/edit", None),
+    ("GET", "/settings/memory/items/{item}/delete", None),
     ("PATCH", "/settings/memory/items/{item}", {"content": "抢来的"}),
     ("PATCH", "/settings/memory/items/{item}/status", {"new_status": "DISMISSED"}),
     ("DELETE", "/settings/memory/items/{item}", None),
@@ -344,7 +409,7 @@ def test_another_users_memory_is_not_found(alice_page, users, store, method, pat
     item = store.add(users.user("bob"), "bob 的秘密")
     response = alice_page.htmx(method, path.format(item=item), form)
     assert response.status_code == 404
-    assert "记忆不存在或已被删除" in response.text
+    assert "这条记忆已不存在(可能已在别处删除):请刷新页面。" in response.text
     assert "bob 的秘密" not in response.text
     assert store.get(item)["content"] == "bob 的秘密"
     assert store.get(item)["status"] == "ACTIVE"
@@ -364,7 +429,39 @@ def test_auto_capture_switch_persists(alice_page):
 def test_auto_capture_refuses_anything_but_true_or_false(alice_page):
     response = alice_page.htmx("PATCH", "/settings/memory/auto-capture", {"enabled": "yes"})
     assert response.status_code == 400
-    assert "autoCaptureEnabled must be a boolean" in response.text
+    assert "自动收集只能开启或关闭:请刷新页面后再点开关。" in response.text
+
+
+NOTHING_CAPTURED = "暂时不会自动收集任何记忆"
+
+
+def test_auto_capture_on_without_a_model_says_so_beside_the_switch(alice_page, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert NOTHING_CAPTURED not in alice_page.get("/settings/memory").text
+    response = alice_page.htmx("PATCH", "/settings/memory/auto-capture", {"enabled": "true"})
+    assert "系统还没有配置可用的模型,暂时不会自动收集任何记忆" in response.text
+    assert 'aria-describedby="auto-capture-help auto-capture-warning"' in response.text
+    assert NOTHING_CAPTURED in alice_page.get("/settings/memory").text
+
+
+def test_auto_capture_on_with_a_model_whose_key_is_missing_says_so(alice_page, app,
+                                                                   monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with app.app_context():
+        system.add_model("fast", "gpt-4o-mini", default=True)
+        db.session.remove()
+    response = alice_page.htmx("PATCH", "/settings/memory/auto-capture", {"enabled": "true"})
+    assert "系统的模型密钥还没有配置,暂时不会自动收集任何记忆" in response.text
+
+
+def test_auto_capture_on_with_a_model_that_can_run_says_nothing_more(alice_page, app,
+                                                                     monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "a-key")
+    with app.app_context():
+        system.add_model("fast", "gpt-4o-mini", default=True)
+        db.session.remove()
+    response = alice_page.htmx("PATCH", "/settings/memory/auto-capture", {"enabled": "true"})
+    assert NOTHING_CAPTURED not in response.text
 
 
 # ---- escaping ---------------------------------------------------------------------------
