@@ -59,7 +59,7 @@ def test_audit_page_is_forbidden_without_memory_read(alice_page):
 def test_audit_fragment_is_forbidden_without_memory_read(alice_page):
     response = alice_page.htmx("GET", "/admin/memory?userId=1")
     assert response.status_code == 403
-    assert response.headers["HX-Retarget"] == "#flash"
+    assert response.headers["HX-Retarget"] == "#toast"
 
 
 @pytest.mark.parametrize("grants", [("memory:read",), ()])
@@ -165,10 +165,17 @@ def test_audit_content_is_escaped(auditor, users, store):
     assert "<script>alert(1)" not in html
 
 
+def test_audit_of_an_unknown_user_says_there_is_no_such_user(auditor):
+    html = auditor.htmx("GET", "/admin/memory?userId=9999").text
+    assert "没有这个用户(ID 9999)" in html
+    assert "该用户没有符合条件的记忆" not in html
+    assert "的记忆</h2>" not in html
+
+
 def test_audit_of_a_bad_user_id_is_refused(auditor):
     response = auditor.get("/admin/memory?userId=abc")
     assert response.status_code == 400
-    assert "userId must be a positive integer" in response.text
+    assert "用户 ID 应是正整数:请检查地址,或用搜索查找用户。" in response.text
 
 
 # ---- settings ---------------------------------------------------------------------------
@@ -202,13 +209,45 @@ def test_unknown_model_is_refused_by_the_system_service(admin, app):
     _add_models(app)
     response = admin.htmx("PUT", f"/admin/settings/{EXTRACTION_MODEL_KEY}", {"value": "999"})
     assert response.status_code == 400
-    assert "模型不存在" in response.text
-    assert "no model with id &#39;999&#39;" in response.text
+    assert "所选模型不存在(可能已被移除):请刷新页面后重新选择。" in response.text
     assert _setting_value(app) == ""
+
+
+NOTHING_EXTRACTED = "自动收集不会提取任何记忆"
+
+
+def test_model_setting_is_named_and_explained_in_chinese(admin):
+    html = admin.get("/admin/settings").text
+    assert f'<label for="setting-{EXTRACTION_MODEL_KEY}">抽取模型</label>' in html
+    assert "自动收集用它从任务对话中提取记忆" in html
+
+
+def test_model_setting_warns_when_no_model_is_registered(admin, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "a-key")
+    assert "还没有可用的模型,自动收集不会提取任何记忆" in admin.get("/admin/settings").text
+    response = admin.htmx("PUT", f"/admin/settings/{EXTRACTION_MODEL_KEY}", {"value": ""})
+    assert "已保存" in response.text and NOTHING_EXTRACTED in response.text
+
+
+def test_model_setting_warns_when_the_chosen_models_key_is_missing(admin, app, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "a-key")
+    monkeypatch.delenv("BIG_MODEL_KEY", raising=False)
+    with app.app_context():
+        system.add_model("fast", "gpt-4o-mini", default=True)
+        big = system.add_model("big", "gpt-4o", api_key_env="BIG_MODEL_KEY").id
+        db.session.remove()
+    assert NOTHING_EXTRACTED not in admin.get("/admin/settings").text
+    response = admin.htmx("PUT", f"/admin/settings/{EXTRACTION_MODEL_KEY}", {"value": str(big)})
+    assert "所选模型的 API 密钥没有配置,自动收集不会提取任何记忆" in response.text
+
+
+def test_saved_marker_is_marked_to_go_when_the_form_changes(admin):
+    response = admin.htmx("PUT", f"/admin/settings/{EXTRACTION_MODEL_KEY}", {"value": ""})
+    assert '<span class="ok" role="status" data-saved>已保存</span>' in response.text
 
 
 def test_unknown_setting_is_refused(admin):
     response = admin.htmx("PUT", "/admin/settings/no.such.key", {"value": "x"})
     assert response.status_code == 400
-    assert response.headers["HX-Retarget"] == "#flash"
-    assert "unknown setting" in response.text
+    assert response.headers["HX-Retarget"] == "#toast"
+    assert "没有这项设置:请刷新系统设置页面。" in response.text
