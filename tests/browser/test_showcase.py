@@ -5,17 +5,14 @@ The screenshots (`test-artifacts/showcase-*.png`) are what docs/screenshots/ is 
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 
-import pytest
 from flask import Flask
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import hand_session_to
+from tests.browser.conftest import ON_BOTH_SCREENS, hand_session_to
 from tests.conftest import Accounts
 from tests.page_support import Store
-
-VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 
 USER_MEMORIES = [
     ("回答请用中文,技术名词保留英文", "MANUAL"),
@@ -58,20 +55,20 @@ def showcase(store: Store, user_id: int) -> int:
     return count
 
 
-@pytest.mark.parametrize("size", VIEWPORTS)
+@ON_BOTH_SCREENS
 def test_showcase_pages_fit_the_screen(page: Page, app: Flask, live_server: str, users: Accounts,
-                                      store: Store, artifacts: Path, size: str):
+                                      store: Store, shot: Callable[[str], None]):
     alice = users.user("alice")
     assert showcase(store, alice) == 33
     users.user("auditor", grants=("memory:read",))
-    page.set_viewport_size(VIEWPORTS[size])
+    width = page.viewport_size["width"]
     hand_session_to(page, app, live_server, "alice")
     page.goto("/settings/memory")
     expect(page.get_by_text("共 29 条")).to_be_visible()
-    page.screenshot(path=artifacts / f"showcase-memory-{size}.png")
-    assert page.evaluate("document.documentElement.scrollWidth") <= VIEWPORTS[size]["width"]
+    shot("showcase-memory")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
     hand_session_to(page, app, live_server, "auditor")
     page.goto(f"/admin/memory?q=alice&userId={alice}")
     expect(page.get_by_text("共 33 条")).to_be_visible()
-    page.screenshot(path=artifacts / f"showcase-audit-{size}.png")
-    assert page.evaluate("document.documentElement.scrollWidth") <= VIEWPORTS[size]["width"]
+    shot("showcase-audit")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
