@@ -48,6 +48,11 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     register_error_handlers(app)
     _register_blueprints(app)
 
+    from app import security_headers, site
+
+    site.init_app(app)
+    security_headers.init_app(app)
+
     from app.cli import register_cli
 
     register_cli(app)

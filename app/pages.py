@@ -12,29 +12,17 @@ from urllib.parse import urlsplit
 
 from flask import Response, g, make_response, redirect, render_template, request, url_for
 
+from app import messages
 from app.auth import csrf
 from app.auth.identity import session_user
 from app.auth.models import User
-from app.envelope import ApiError, ErrorCode
+from app.envelope import ApiError
 from app.errors import DomainError
-from app.memory.rules import ACTIVE_PER_USER_MAX, MANUAL_CONTENT_MAX
 
 HX_REQUEST = "HX-Request"
-
-# What a person reads for each domain error; the service's own message is shown under it.
-ERROR_TITLES: dict[ErrorCode, str] = {
-    ErrorCode.UNAUTHORIZED: "请先登录",
-    ErrorCode.FORBIDDEN: "没有权限",
-    ErrorCode.PARAM_INVALID: "输入有误",
-    ErrorCode.MODEL_NOT_FOUND: "模型不存在",
-    ErrorCode.MEMORY_ITEM_NOT_FOUND: "记忆不存在或已被删除",
-    ErrorCode.MEMORY_CONTENT_INVALID: f"内容不能为空,且最多 {MANUAL_CONTENT_MAX} 字",
-    ErrorCode.MEMORY_CONTENT_DUPLICATE: "已有相同内容的记忆",
-    ErrorCode.MEMORY_LIMIT_EXCEEDED: (
-        f"生效中的记忆已达 {ACTIVE_PER_USER_MAX} 条上限,请先删除或忽略一些"
-    ),
-    ErrorCode.INTERNAL_ERROR: "服务暂时不可用,请稍后重试",
-}
+# The aria-live region of base.html, always in view: where an error goes when the page has no
+# better place for it (a row action, an expired page, a dependency down).
+TOAST_TARGET = "#toast"
 
 
 def is_htmx() -> bool:
@@ -83,7 +71,7 @@ def require_login() -> Response | None:
     if user is None:
         return login_redirect()
     if request.method not in csrf.SAFE_METHODS and not csrf.request_token_valid():
-        return error_response(403, "页面已过期,请刷新后重试", "missing or invalid CSRF token")
+        return error_response(403, "页面已过期", messages.REASONS[messages.CSRF_INVALID])
     g.page_user = user
     return None
 
@@ -92,24 +80,23 @@ def as_api_error(exc: ApiError | DomainError) -> ApiError:
     return exc if isinstance(exc, ApiError) else ApiError.from_domain(exc)
 
 
-def describe(exc: ApiError | DomainError) -> dict[str, str]:
-    """A refusal as the pages show it: a Chinese title and the service's message."""
-    error = as_api_error(exc)
-    return {"title": ERROR_TITLES.get(error.error, error.message), "detail": error.message}
+def describe(exc: ApiError | DomainError) -> str:
+    """A refusal as the pages show it: one Chinese sentence that says what to do."""
+    return messages.sentence(exc)
 
 
-def error_response(status: int, title: str, detail: str = "") -> Response:
-    """An error the page shows: in the flash area for htmx, else as an error page."""
+def error_response(status: int, heading: str, sentence: str) -> Response:
+    """An error the page shows: in the toast for htmx (whatever the request targeted), else as a
+    page with a heading."""
     if is_htmx():
-        response = make_response(render_template("_error.html", title=title, detail=detail),
-                                 status)
-        # Whatever the request targeted, an error belongs in the flash area.
-        response.headers["HX-Retarget"] = "#flash"
+        html = render_template("_toast.html", kind="error", text=sentence)
+        response = make_response(html, status)
+        response.headers["HX-Retarget"] = TOAST_TARGET
         response.headers["HX-Reswap"] = "innerHTML"
         return response
-    return make_response(render_template("error.html", title=title, detail=detail), status)
+    return make_response(render_template("error.html", title=heading, detail=sentence), status)
 
 
 def api_error_response(exc: ApiError | DomainError) -> Response:
     """Error handler of the HTML blueprints for what the domain refused."""
-    return error_response(as_api_error(exc).http_status, **describe(exc))
+    return error_response(as_api_error(exc).http_status, messages.heading(exc), describe(exc))

@@ -330,6 +330,34 @@ def memories(app: Flask) -> Memories:
     return Memories(app)
 
 
+# ---- pages: logged in through the login form, talking to the pages the way htmx does ------
+# Helpers live in tests/page_support.py (shared by the page, browser and security tests).
+
+@pytest.fixture
+def store(app: Flask):
+    """Rows put straight into the tables to set a page's scene, each newer than the last."""
+    from tests.page_support import Store
+
+    return Store(app)
+
+
+@pytest.fixture
+def pages(app: Flask, client: FlaskClient, monkeypatch: pytest.MonkeyPatch):
+    """A browser session to log in with; logins and page rendering made cheap (`speed_up`)."""
+    from tests.page_support import PageSession, speed_up
+
+    speed_up(app, monkeypatch)
+    return PageSession(client)
+
+
+@pytest.fixture
+def alice_page(users: Accounts, pages):
+    """alice, an ordinary user, logged in."""
+    pages.user_id = users.user("alice")
+    pages.login("alice")
+    return pages
+
+
 def assert_error(result: tuple[int, Any], http_status: int, code: int) -> dict[str, Any]:
     """An error envelope: the HTTP status, the code, a message, a timestamp and no data."""
     status, body = result

@@ -14,18 +14,19 @@ from typing import Any, ParamSpec, TypeVar
 from flask import Blueprint, Response, make_response, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 
-from app import pages, params
+from app import messages, pages, params
 from app.admin.api import MEMORY_READ
 from app.auth.models import User
 from app.envelope import ApiError
 from app.errors import DomainError
 from app.extensions import db
+from app.extraction import llm
 from app.memory import audit
 from app.memory.repository import Filters
 from app.memory.rules import Scope, Status
 from app.paging import PageRequest
 from app.system import service as system
-from app.system.models import LlmModel, SystemSetting
+from app.system.models import EXTRACTION_MODEL_KEY, LlmModel, SystemSetting
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -41,6 +42,11 @@ SEARCH_MAX = 64
 AUDIT_BANNER = "本页面用于审计用户记忆内容,仅供治理用途"
 SCOPE_FILTERS = (("", "全部"), (Scope.USER.value, "用户"), (Scope.PROJECT.value, "项目"))
 STATUS_FILTERS = (("", "全部"), (Status.ACTIVE.value, "生效中"), (Status.DISMISSED.value, "已忽略"))
+# What a setting is called on the page and what it does; its key stays beside, for operators.
+SETTING_TEXTS: dict[str, tuple[str, str]] = {
+    EXTRACTION_MODEL_KEY: (
+        "抽取模型", "自动收集用它从任务对话中提取记忆;选「默认模型」则使用运维设为默认的模型。"),
+}
 
 
 def allowed_if(check: Callable[[User], bool],
@@ -102,8 +108,9 @@ def memory_audit():
     subject = listing = None
     if view.user_id is not None:
         subject = db.session.get(User, view.user_id)
+    if subject is not None:
         listing = audit.memories(
-            pages.current_user().id, view.user_id,
+            pages.current_user().id, subject.id,
             Filters(scope=params.scope(view.scope, required=False),
                     status=params.status(view.status, required=False)),
             PageRequest(view.page, PAGE_SIZE))
@@ -115,9 +122,16 @@ def memory_audit():
 
 
 def _models_context() -> dict[str, Any]:
-    """What a setting's form needs to offer registered models for the model settings."""
+    """What a setting's form needs: the registered models for the model settings, the page's
+    names for settings, and why no extraction can run now (None when one can)."""
     return {"models": system.list_models(), "model_keys": system.MODEL_SETTING_KEYS,
-            "default_model": LlmModel.default()}
+            "default_model": LlmModel.default(), "setting_texts": SETTING_TEXTS,
+            "extraction_warning": _extraction_warning()}
+
+
+def _extraction_warning() -> str | None:
+    reason = llm.unavailable_reason()
+    return None if reason is None else messages.EXTRACTION_UNAVAILABLE_FOR_ADMIN[reason]
 
 
 @bp.get("/settings")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from flask import Blueprint, abort, redirect, render_template, request, session, url_for
+from flask import Blueprint, redirect, render_template, request, session, url_for
 
 from app.auth import csrf
 from app.auth.identity import SESSION_USER_KEY
@@ -28,14 +28,16 @@ def login():
     """The login form; on success a fresh session and a redirect to `next`."""
     next_url = request.values.get("next")
     if request.method == "GET":
-        return render_template("login.html", next_url=next_url, error=None)
+        return render_template("login.html", next_url=next_url, error=None, username="")
+    # A refused attempt keeps the username: only the password is typed again.
+    username = request.form.get("username", "").strip()
     if not csrf.request_token_valid():
-        abort(400, "The form expired; reload the page and try again.")
-    user = authenticate_password(request.form.get("username", "").strip(),
-                                 request.form.get("password", ""))
+        return render_template("login.html", next_url=next_url, username=username,
+                               error="登录页面已过期,请重新输入密码再登录。"), 400
+    user = authenticate_password(username, request.form.get("password", ""))
     if user is None:
-        return render_template("login.html", next_url=next_url,
-                               error="用户名或密码错误"), 401
+        return render_template("login.html", next_url=next_url, username=username,
+                               error="用户名或密码错误,请重新输入密码。"), 401
     # A new session on login, so a token planted before login is useless afterwards.
     session.clear()
     session[SESSION_USER_KEY] = user.id

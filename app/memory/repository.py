@@ -150,6 +150,14 @@ def _escape_like(text: str) -> str:
     return text.replace("/", "//").replace("%", "/%").replace("_", "/_")
 
 
+def project_keys_in_use(user_id: int) -> list[str]:
+    """Distinct project keys the user has memories under, any status. A non-empty project_key
+    only ever belongs to PROJECT rows: one range of idx_memory_project."""
+    return list(db.session.scalars(
+        sa.select(MemoryItem.project_key).distinct()
+        .where(MemoryItem.user_id == user_id, MemoryItem.project_key != "")))
+
+
 # ---- injection (seed §5.2) ------------------------------------------------------------------
 # Run on the raw read pool (app.rawdb): this is the read every new agent session waits for.
 

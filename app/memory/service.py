@@ -69,8 +69,18 @@ def auto_capture_enabled(user_id: int) -> bool:
 
 
 def project_keys(user_id: int) -> list[str]:
-    """Projects the user has worked in, for the PROJECT memory picker (bot keys excluded)."""
+    """Projects the user has worked in (reported sessions, bot keys excluded): the JSON projects
+    endpoint (SPEC §4)."""
     return PlatformSession.project_keys(user_id, bot_project_keys())
+
+
+def project_choices(user_id: int) -> list[str]:
+    """The projects the pages offer for a new PROJECT memory, sorted: those the user already has
+    memories under and those the platform reported sessions in (bot keys left out)."""
+    bots = bot_project_keys()
+    own = {key for key in repository.project_keys_in_use(user_id)
+           if rules.valid_project_key(key, bots) == key}
+    return sorted(own | set(project_keys(user_id)))
 
 
 # ---- changes --------------------------------------------------------------------------------

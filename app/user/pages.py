@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
-from flask import Blueprint, Response, make_response, render_template, request, url_for
+from flask import Blueprint, make_response, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 
-from app import pages, params
+from app import messages, pages, params
 from app.envelope import ApiError
 from app.errors import DomainError
+from app.extraction import llm
 from app.memory import rules, service
 from app.memory.models import MemoryItem
 from app.memory.repository import Filters
@@ -49,6 +51,10 @@ class MemoryView:
         page = PageRequest.parse(values.get("page"), PAGE_SIZE).number
         return cls(scope.value if scope else "", status.value, page)
 
+    def filters(self) -> Filters:
+        return Filters(scope=params.scope(self.scope, required=False),
+                       status=params.status(self.status))
+
     def url(self, **changes: Any) -> str:
         """The page URL of this view with `changes`; defaults stay out of the URL."""
         view = replace(self, **changes)
@@ -56,15 +62,40 @@ class MemoryView:
                        status=None if view.status == Status.ACTIVE else view.status,
                        page=view.page if view.page > 1 else None)
 
+    def shows(self, item: MemoryItem) -> bool:
+        """Whether `item` belongs at the top of this view (a new memory: its first page)."""
+        return (self.page == 1 and self.status == item.status
+                and self.scope in ("", item.scope))
+
 
 def _user_id() -> int:
     return pages.current_user().id
 
 
+def _view_on_screen() -> MemoryView:
+    """The view the browser shows: its URL keeps the view (tabs, filter and pager push it).
+    An address the page itself would have refused counts as the default view: the action
+    succeeded, only where to show its result is in question."""
+    query = urlsplit(request.headers.get("HX-Current-URL", "")).query
+    try:
+        return MemoryView.from_values(MultiDict(parse_qsl(query)))
+    except DomainError:
+        return MemoryView()
+
+
+def _view_total(view: MemoryView) -> int:
+    """How many memories the view counts now (its 共 N 条)."""
+    return service.list_items(_user_id(), view.filters(), PageRequest(1, 1)).total
+
+
+def _capture_warning(enabled: bool) -> str | None:
+    """Beside a switch that is on: why nothing will be captured, when no model can run."""
+    reason = llm.unavailable_reason() if enabled else None
+    return None if reason is None else messages.EXTRACTION_UNAVAILABLE_FOR_USER[reason]
+
+
 def _listing(view: MemoryView) -> Page[MemoryItem]:
-    filters = Filters(scope=params.scope(view.scope, required=False),
-                      status=params.status(view.status))
-    return service.list_items(_user_id(), filters, PageRequest(view.page, PAGE_SIZE))
+    return service.list_items(_user_id(), view.filters(), PageRequest(view.page, PAGE_SIZE))
 
 
 def _list_context(view: MemoryView) -> dict[str, Any]:
@@ -75,12 +106,6 @@ def _list_context(view: MemoryView) -> dict[str, Any]:
         listing = _listing(view)
     return {"view": view, "listing": listing, "scope_tabs": SCOPE_TABS,
             "status_tabs": STATUS_TABS}
-
-
-def _list_fragment(view: MemoryView, notice: str, status: int = 200) -> Response:
-    """The list after an action, with a notice for the flash area."""
-    html = render_template("memory/_list.html", notice=notice, **_list_context(view))
-    return make_response(html, status)
 
 
 @bp.context_processor
@@ -94,50 +119,58 @@ def memory_page():
     """我的记忆: the whole page, or for htmx only the list (tabs, status filter, paging)."""
     view = MemoryView.from_values(request.args)
     context = _list_context(view)
-    return pages.page_or_fragment(
-        "memory/page.html", "memory/_list.html",
-        auto_capture=service.auto_capture_enabled(_user_id()), **context,
-    )
+    if not pages.is_htmx():
+        enabled = service.auto_capture_enabled(_user_id())
+        context.update(auto_capture=enabled, capture_warning=_capture_warning(enabled))
+    return pages.page_or_fragment("memory/page.html", "memory/_list.html", **context)
 
 
 @bp.get("/projects")
 def project_field():
-    """The project select of the add dialog, filled when scope is PROJECT (else empty)."""
+    """The project field of the add dialog, filled when scope is PROJECT (else empty)."""
     scope = request.args.get("scope")
-    projects = service.project_keys(_user_id()) if scope == Scope.PROJECT else []
+    projects = service.project_choices(_user_id()) if scope == Scope.PROJECT else []
     return render_template("memory/_project_field.html", scope=scope, projects=projects)
 
 
 @bp.post("/items")
 def create_memory():
-    """Add a MANUAL memory. Refused: the error, into the dialog (what was typed stays).
+    """Add a MANUAL memory. Refused: the reason, into the dialog (what was typed stays).
 
-    Accepted: the default view's list, swapped in place of the old one, and `memory-created`
-    so the page closes and clears the dialog.
+    Accepted: `memory-created` closes the dialog. The new row joins the top of the list when the
+    view on screen shows it; an empty list is rendered anew; otherwise the toast says where the
+    memory is. A list with rows is never re-rendered, so an edit in progress survives.
     """
     form = request.form
     try:
-        service.create_item(_user_id(), params.scope(form.get("scope")), form.get("content"),
-                            form.get("projectKey"))
+        item = service.create_item(_user_id(), params.scope(form.get("scope")),
+                                   form.get("content"), form.get("projectKey"))
     except DomainError as exc:
-        html = render_template("_error.html", **pages.describe(exc))
+        html = render_template("_error.html", message=pages.describe(exc))
         return make_response(html, pages.as_api_error(exc).http_status)
-    view = MemoryView()
-    response = _list_fragment(view, "已新增记忆。", 201)
-    response.headers.update({
-        "HX-Retarget": LIST_TARGET,
-        "HX-Reswap": "outerHTML",
-        "HX-Push-Url": view.url(),
-        "HX-Trigger": "memory-created",
-    })
+    view = _view_on_screen()
+    total = _view_total(view) if view.shows(item) else 0
+    if total == 1:
+        response = make_response(render_template(
+            "memory/_list.html", notice="已新增记忆。", **_list_context(view)), 201)
+        response.headers.update({"HX-Retarget": LIST_TARGET, "HX-Reswap": "outerHTML"})
+    elif total:
+        response = make_response(render_template(
+            "memory/_created.html", shown=True, item=item, total=total, text="已新增记忆。"), 201)
+    else:
+        default = MemoryView()
+        response = make_response(render_template(
+            "memory/_created.html", shown=False, text="已新增记忆,它在「全部 · 生效中」的最前面。",
+            link={"href": default.url(), "text": "去看看"}), 201)
+    response.headers["HX-Trigger"] = "memory-created"
     return response
 
 
 @bp.get("/items/<int:item_id>")
 def memory_row(item_id: int):
-    """One row, read-only (what 取消 returns to)."""
+    """One row, read-only (what 取消 returns to); `focus` names the button that takes focus."""
     item = service.get_item(_user_id(), item_id)
-    return render_template("memory/_row.html", item=item)
+    return render_template("memory/_row.html", item=item, focus=request.args.get("focus"))
 
 
 @bp.get("/items/<int:item_id>/edit")
@@ -147,9 +180,16 @@ def memory_row_edit(item_id: int):
     return render_template("memory/_row_edit.html", item=item, content=item.content)
 
 
+@bp.get("/items/<int:item_id>/delete")
+def confirm_delete(item_id: int):
+    """One row asking whether to delete it, naming the memory (删除 cannot be undone)."""
+    item = service.get_item(_user_id(), item_id)
+    return render_template("memory/_row_confirm_delete.html", item=item)
+
+
 @bp.patch("/items/<int:item_id>")
 def update_memory(item_id: int):
-    """Save an inline edit: the row again, or the form with the error and the typed text.
+    """Save an inline edit: the row again, or the form with the reason and the typed text.
 
     Only content changes here; the status stays what it was (D12).
     """
@@ -161,25 +201,31 @@ def update_memory(item_id: int):
         html = render_template("memory/_row_edit.html", item=item, content=content,
                                error=pages.describe(exc))
         return make_response(html, pages.as_api_error(exc).http_status)
-    return render_template("memory/_row.html", item=item)
+    html = render_template("memory/_row.html", item=item, focus="edit")
+    return html + render_template("_toast_oob.html", text="已保存。")
 
 
 @bp.patch("/items/<int:item_id>/status")
 def set_memory_status(item_id: int):
-    """忽略 / 恢复: the list of the current view, where the row no longer belongs."""
-    # Not `status`: that name belongs to the view the list is re-rendered for.
-    status = request.form.get("new_status")
-    service.update_item(_user_id(), item_id, status=params.status(status))
-    notice = ("已恢复为生效中。" if status == Status.ACTIVE
-              else "已忽略:这条记忆不再提供给 Agent,可在「已忽略」中恢复。")
-    return _list_fragment(MemoryView.from_values(request.values), notice)
+    """忽略 / 恢复 / 撤销: the row in its place. Still in the view on screen: the row itself;
+    gone from it: a line that says so and offers 撤销. The view's count comes along."""
+    # Not `status`: that name belongs to the view on screen (sent from #memory-view).
+    item = service.update_item(_user_id(), item_id,
+                               status=params.status(request.form.get("new_status")))
+    view = MemoryView.from_values(request.values)
+    template = "memory/_row.html" if item.status == view.status else "memory/_row_gone.html"
+    return (render_template(template, item=item, view=view, focus="status")
+            + render_template("memory/_summary_oob.html", total=_view_total(view)))
 
 
 @bp.delete("/items/<int:item_id>")
 def delete_memory(item_id: int):
-    """删除 for good (D3): the list of the current view without the row."""
+    """删除 for good (D3): a line in the row's place that says so, and the view's count."""
+    content = service.get_item(_user_id(), item_id).content
     service.delete_item(_user_id(), item_id)
-    return _list_fragment(MemoryView.from_values(request.values), "已删除。")
+    view = MemoryView.from_values(request.values)
+    return (render_template("memory/_row_deleted.html", item_id=item_id, content=content)
+            + render_template("memory/_summary_oob.html", total=_view_total(view)))
 
 
 @bp.patch("/auto-capture")
@@ -188,5 +234,6 @@ def auto_capture():
     raw = request.form.get("enabled")
     # Anything but "true"/"false" reaches the service as is, which refuses it (2001).
     enabled = {"true": True, "false": False}.get(raw, raw)
-    return render_template("memory/_toggle.html",
-                           auto_capture=service.set_auto_capture(_user_id(), enabled))
+    enabled = service.set_auto_capture(_user_id(), enabled)
+    return render_template("memory/_toggle.html", auto_capture=enabled,
+                           capture_warning=_capture_warning(enabled))

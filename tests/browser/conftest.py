@@ -7,8 +7,9 @@ the system's /usr/bin/chromium is the browser (`apt-get install -y chromium`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from flask import Flask
@@ -16,8 +17,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 from werkzeug.serving import make_server
 
 from tests.conftest import PASSWORD, Accounts
-from tests.pages.conftest import PageSession
-from tests.pages.support import Memories, speed_up
+from tests.page_support import PageSession, speed_up
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -55,19 +55,37 @@ def live_server(app: Flask) -> Iterator[str]:
     server.server_close()
 
 
+# The screens a person uses: a desktop window, and a phone (touch, no hover).
+DEVICES: dict[str, dict[str, Any]] = {
+    "default": {"viewport": {"width": 1200, "height": 900}},
+    "desktop": {"viewport": {"width": 1280, "height": 800}},
+    "phone": {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True},
+}
+# `@ON_BOTH_SCREENS` runs a test once on the desktop and once on the phone.
+ON_BOTH_SCREENS = pytest.mark.parametrize("device", ["desktop", "phone"], indirect=True)
+# What Chromium logs when the Content-Security-Policy blocks something.
+CSP_VIOLATION = "Content Security Policy"
+
+
 @pytest.fixture
-def page(browser: Browser, live_server: str) -> Iterator[Page]:
-    context = browser.new_context(base_url=live_server, locale="zh-CN",
-                                  viewport={"width": 1200, "height": 900})
+def device(request: pytest.FixtureRequest) -> str:
+    """The screen of this test's browser: `default` unless the test asks for others."""
+    return getattr(request, "param", "default")
+
+
+@pytest.fixture
+def page(browser: Browser, live_server: str, device: str) -> Iterator[Page]:
+    """A fresh browser context. Anything the page's Content-Security-Policy blocks fails the
+    test: every page must work under it."""
+    context = browser.new_context(base_url=live_server, locale="zh-CN", **DEVICES[device])
     context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
+    blocked: list[str] = []
+    page.on("console", lambda message: blocked.append(message.text)
+            if CSP_VIOLATION in message.text else None)
     yield page
     context.close()
-
-
-@pytest.fixture
-def memories(app: Flask) -> Memories:
-    return Memories(app)
+    assert blocked == [], f"blocked by the Content-Security-Policy: {blocked}"
 
 
 @pytest.fixture
@@ -75,6 +93,14 @@ def artifacts() -> Path:
     """Where screenshots go (gitignored), kept after the run for a person to look at."""
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS
+
+
+@pytest.fixture
+def shot(page: Page, artifacts: Path, device: str) -> Callable[[str], None]:
+    """`shot(name)` saves what the screen shows as test-artifacts/<name>-<device>.png."""
+    def take(name: str) -> None:
+        page.screenshot(path=artifacts / f"{name}-{device}.png")
+    return take
 
 
 def log_in(page: Page, username: str) -> None:

@@ -20,7 +20,7 @@ from werkzeug.test import TestResponse
 
 from app.platform.webhook import signature
 from tests.conftest import PASSWORD, SERVICE_TOKEN, WEBHOOK_SECRET, Accounts
-from tests.pages.support import speed_up
+from tests.page_support import speed_up
 
 WEBHOOK_PATH = "/api/v1/webhooks/task-completed"
 EXTRACTION_MODEL_KEY = "memory.extractionModelId"

@@ -92,6 +92,7 @@ REQUESTS: dict[Route, Request] = {
     ("/healthz", "GET"): Request("/healthz"),
     ("/metrics", "GET"): Request("/metrics"),
     ("/static/<path:filename>", "GET"): Request("/static/app.css"),
+    ("/favicon.ico", "GET"): Request("/favicon.ico"),
     # Login
     ("/login", "GET"): Request("/login"),
     ("/login", "POST"): Request("/login", form={"username": "", "password": ""},
@@ -113,6 +114,8 @@ REQUESTS: dict[Route, Request] = {
         "/settings/memory/items/{item}"),
     ("/settings/memory/items/<int:item_id>/edit", "GET"): Request(
         "/settings/memory/items/{item}/edit"),
+    ("/settings/memory/items/<int:item_id>/delete", "GET"): Request(
+        "/settings/memory/items/{item}/delete"),
     ("/settings/memory/items/<int:item_id>/status", "PATCH"): Request(
         "/settings/memory/items/{item}/status", form={"new_status": "DISMISSED"},
         big_field="new_status"),

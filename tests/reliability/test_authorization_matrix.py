@@ -72,6 +72,7 @@ MATRIX: dict[Route, dict[str, int]] = {
     # Aggregate counts only (no ids, no content), scraped by Prometheus without credentials.
     ("/metrics", "GET"): everyone(200),
     ("/static/<path:filename>", "GET"): everyone(200),
+    ("/favicon.ico", "GET"): everyone(200),
     ("/login", "GET"): everyone(200),
     # An empty form: without a session there is no CSRF token (400); with one, no such user.
     ("/login", "POST"): _row(400, 401, 401, 401, 401, 400),
@@ -84,6 +85,7 @@ MATRIX: dict[Route, dict[str, int]] = {
     ("/settings/memory/items/<int:item_id>", "PATCH"): OWNED_PAGE,
     ("/settings/memory/items/<int:item_id>", "DELETE"): OWNED_PAGE,
     ("/settings/memory/items/<int:item_id>/edit", "GET"): OWNED_PAGE,
+    ("/settings/memory/items/<int:item_id>/delete", "GET"): OWNED_PAGE,
     ("/settings/memory/items/<int:item_id>/status", "PATCH"): OWNED_PAGE,
     ("/settings/memory/projects", "GET"): PAGE,
     ("/admin/memory", "GET"): AUDIT_PAGE,
@@ -104,6 +106,7 @@ REVEALS: dict[Route, set[str]] = {
     ("/settings/memory/items/<int:item_id>", "GET"): {"owner"},
     ("/settings/memory/items/<int:item_id>", "DELETE"): {"owner"},
     ("/settings/memory/items/<int:item_id>/edit", "GET"): {"owner"},
+    ("/settings/memory/items/<int:item_id>/delete", "GET"): {"owner"},
     ("/settings/memory/items/<int:item_id>/status", "PATCH"): {"owner"},
     ("/admin/memory", "GET"): {"auditor", "admin"},
 }

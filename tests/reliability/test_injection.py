@@ -41,8 +41,9 @@ BOB_SECRET = "bob 的秘密记忆"
 PAGE_PARAMETERS: dict[Route, tuple[str, ...]] = {
     ("/settings/memory", "GET"): ("scope", "status", "page"),
     ("/settings/memory/projects", "GET"): ("scope",),
-    ("/settings/memory/items/<int:item_id>", "GET"): (),
+    ("/settings/memory/items/<int:item_id>", "GET"): ("focus",),
     ("/settings/memory/items/<int:item_id>/edit", "GET"): (),
+    ("/settings/memory/items/<int:item_id>/delete", "GET"): (),
     ("/admin/memory", "GET"): ("q", "userId", "scope", "status", "page"),
     ("/admin/settings", "GET"): (),
     ("/admin/outcomes", "GET"): ("status", "userId", "page"),
@@ -51,6 +52,7 @@ PAGE_PARAMETERS: dict[Route, tuple[str, ...]] = {
     ("/healthz", "GET"): (),
     ("/metrics", "GET"): (),
     ("/static/<path:filename>", "GET"): (),
+    ("/favicon.ico", "GET"): (),
     ("/api/openapi.json", "GET"): (),
 }
 # Who asks: the least privileged caller each route lets in.
@@ -87,7 +89,7 @@ def bob_has_everything(app: Flask, people: People, memories: Memories) -> None:
     memories.bulk(bob, [f"{BOB_SECRET} {i}" for i in range(5)])
     memories.add(bob, f"{BOB_SECRET} 项目", scope="PROJECT", project_key="mao")
     memories.add(bob, f"{BOB_SECRET} 忽略", status="DISMISSED")
-    from tests.pages.support import Memories as PageScenes
+    from tests.page_support import Store as PageScenes
 
     PageScenes(app).session(bob, "mao", session_id=777)
     with app.app_context():

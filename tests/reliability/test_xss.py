@@ -44,7 +44,7 @@ def scene(app, people: People, memories: Memories, users: Accounts) -> dict[str,
         "project": memories.add(owner, "项目级的记忆", scope="PROJECT", project_key=ATTRIBUTE),
         "dismissed": memories.add(owner, f"忽略的 {SCRIPT}", status="DISMISSED"),
     }
-    from tests.pages.support import Memories as PageScenes
+    from tests.page_support import Store as PageScenes
 
     PageScenes(app).session(owner, SCRIPT, session_id=9001)
     ids["named"] = users.user(SCRIPT)
@@ -71,6 +71,8 @@ def test_my_memory_page_and_its_fragments_escape_content(people: People, scene):
         expected = SCRIPT_ESCAPED if key == "script" else ATTRIBUTE_ESCAPED
         assert_escaped(owner.open("GET", f"/settings/memory/items/{scene[key]}"), expected)
         assert_escaped(owner.open("GET", f"/settings/memory/items/{scene[key]}/edit"), expected)
+        assert_escaped(owner.open("GET", f"/settings/memory/items/{scene[key]}/delete"),
+                       expected)
     assert_escaped(owner.open("GET", "/settings/memory/projects?scope=PROJECT"), SCRIPT_ESCAPED)
 
 
@@ -91,7 +93,8 @@ def test_fragments_answering_writes_escape_content(people: People, scene):
     assert_escaped(owner.open("PATCH", f"/settings/memory/items/{scene['attribute']}/status",
                               data={"new_status": "DISMISSED", "status": "DISMISSED"}),
                    ATTRIBUTE_ESCAPED)
-    assert_escaped(owner.open("DELETE", f"/settings/memory/items/{scene['project']}"),
+    # A deleted row says which memory went.
+    assert_escaped(owner.open("DELETE", f"/settings/memory/items/{scene['dismissed']}"),
                    SCRIPT_ESCAPED)
 
 

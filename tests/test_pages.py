@@ -1,11 +1,15 @@
-"""htmx endpoints answer only their fragment, vary on HX-Request, and need the CSRF token."""
+"""What every HTML page shares (app/pages.py): a login first, htmx fragments that vary on
+HX-Request, the CSRF token on every unsafe request, the navigation."""
 
 from __future__ import annotations
 
+from urllib.parse import parse_qs, urlsplit
+
 import pytest
 
-from tests.pages.conftest import PageSession
-from tests.pages.support import Memories
+from tests.page_support import PageSession, Store
+
+PAGES = ["/settings/memory", "/admin/memory", "/admin/settings"]
 
 # (method, path, form): every htmx endpoint of the pages; {item} is a memory of the caller.
 FRAGMENT_ENDPOINTS = [
@@ -14,6 +18,7 @@ FRAGMENT_ENDPOINTS = [
     ("GET", "/settings/memory/projects?scope=PROJECT", None),
     ("GET", "/settings/memory/items/{item}", None),
     ("GET", "/settings/memory/items/{item}/edit", None),
+    ("GET", "/settings/memory/items/{item}/delete", None),
     ("POST", "/settings/memory/items", {"scope": "USER", "content": "另一条记忆"}),
     ("PATCH", "/settings/memory/items/{item}", {"content": "改过的内容"}),
     ("PATCH", "/settings/memory/items/{item}/status", {"new_status": "DISMISSED"}),
@@ -34,9 +39,9 @@ def root_page(users, pages: PageSession) -> PageSession:
 
 
 @pytest.fixture
-def item(root_page: PageSession, memories: Memories) -> int:
+def item(root_page: PageSession, store: Store) -> int:
     """A memory of the admin's own."""
-    return memories.add(root_page.user_id, "原来的内容")
+    return store.add(root_page.user_id, "原来的内容")
 
 
 def _path(template: str, page: PageSession, item: int) -> str:
@@ -58,22 +63,22 @@ def test_htmx_endpoint_varies_on_hx_request(root_page, item, method, path, form)
 
 
 @pytest.mark.parametrize(("method", "path", "form"), UNSAFE_ENDPOINTS)
-def test_unsafe_endpoint_refuses_a_missing_csrf_token(root_page, item, memories, method, path,
+def test_unsafe_endpoint_refuses_a_missing_csrf_token(root_page, item, store, method, path,
                                                        form):
-    before = memories.of(root_page.user_id)
+    before = store.of(root_page.user_id)
     response = root_page.htmx(method, _path(path, root_page, item), form, csrf=False)
     assert response.status_code == 403
     assert "页面已过期" in response.text
-    assert memories.of(root_page.user_id) == before
+    assert store.of(root_page.user_id) == before
 
 
 @pytest.mark.parametrize(("method", "path", "form"), UNSAFE_ENDPOINTS)
-def test_unsafe_endpoint_refuses_a_wrong_csrf_token(root_page, item, memories, method, path, form):
-    before = memories.of(root_page.user_id)
+def test_unsafe_endpoint_refuses_a_wrong_csrf_token(root_page, item, store, method, path, form):
+    before = store.of(root_page.user_id)
     response = root_page.htmx(method, _path(path, root_page, item), form, csrf=False,
                               headers={"X-CSRF-Token": "not-the-token"})
     assert response.status_code == 403
-    assert memories.of(root_page.user_id) == before
+    assert store.of(root_page.user_id) == before
 
 
 def test_auto_capture_refuses_a_missing_csrf_token_and_stays_off(root_page):
@@ -82,9 +87,9 @@ def test_auto_capture_refuses_a_missing_csrf_token_and_stays_off(root_page):
     assert 'aria-checked="false"' in page.text
 
 
-def test_csrf_refusal_goes_to_the_flash_area(root_page, item):
+def test_csrf_refusal_goes_to_the_toast_in_view(root_page, item):
     response = root_page.htmx("DELETE", f"/settings/memory/items/{item}", csrf=False)
-    assert response.headers["HX-Retarget"] == "#flash"
+    assert response.headers["HX-Retarget"] == "#toast"
     assert response.headers["HX-Reswap"] == "innerHTML"
 
 
@@ -119,3 +124,39 @@ def test_htmx_is_vendored_with_its_version_in_the_file_name(root_page, client):
     assert response.status_code == 200
     assert b"htmx" in response.data
     response.close()
+
+
+@pytest.mark.parametrize("path", [*PAGES, "/settings/memory?scope=USER&status=DISMISSED"])
+def test_page_redirects_to_login_with_next(client, path):
+    response = client.get(path)
+    assert response.status_code == 302
+    location = urlsplit(response.headers["Location"])
+    assert location.path == "/login"
+    assert parse_qs(location.query)["next"] == [path]
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("GET", "/settings/memory/items/1/edit"),
+    ("PATCH", "/settings/memory/auto-capture"),
+    ("DELETE", "/settings/memory/items/1"),
+    ("PUT", "/admin/settings/memory.extractionModelId"),
+])
+def test_htmx_request_without_login_navigates_to_login(client, method, path):
+    response = client.open(path, method=method, headers={
+        "HX-Request": "true", "HX-Current-URL": "http://localhost/settings/memory?scope=USER"})
+    assert response.status_code == 401
+    assert response.headers["HX-Redirect"] == "/login?next=/settings/memory?scope%3DUSER"
+    assert "HX-Request" in response.vary
+
+
+def test_navigation_shows_only_pages_the_user_may_open(users, pages):
+    users.user("alice")
+    pages.login("alice")
+    html = pages.get("/settings/memory").text
+    assert 'href="/settings/memory"' in html
+    assert 'href="/admin/memory"' not in html
+    assert 'href="/admin/settings"' not in html
+    users.user("root", admin=True)
+    pages.login("root")
+    html = pages.get("/settings/memory").text
+    assert 'href="/admin/memory"' in html and 'href="/admin/settings"' in html

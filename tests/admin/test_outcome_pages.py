@@ -13,7 +13,7 @@ from app.extensions import db
 from app.extraction.models import JobOutcome
 from tests.completions import USER_ID, capture_on, event
 from tests.conftest import assert_ok
-from tests.pages.conftest import PageSession
+from tests.page_support import PageSession
 
 OTHER_USER = USER_ID + 1
 USAGE = {"prompt_tokens": 1000, "completion_tokens": 20, "total_tokens": 1020}
@@ -120,11 +120,13 @@ def test_outcome_filters_are_kept_in_the_url(ran, admin):
     assert 'hx-push-url="true"' in html
 
 
-@pytest.mark.parametrize("query", ["status=done", "userId=abc", "page=0"])
-def test_outcomes_page_refuses_bad_filters(admin, query):
+@pytest.mark.parametrize(("query", "says"), [("status=done", "状态筛选不对"),
+                                           ("userId=abc", "用户 ID 应是正整数"),
+                                           ("page=0", "页码不对")])
+def test_outcomes_page_refuses_bad_filters(admin, query, says):
     response = admin.get(f"/admin/outcomes?{query}")
     assert response.status_code == 400
-    assert "输入有误" in response.text
+    assert says in response.text
 
 
 def test_token_totals_per_user_and_model_follow_the_filters(ran, admin):

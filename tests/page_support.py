@@ -1,27 +1,32 @@
-"""Shared by page and browser tests: scenes put straight into the tables, a template cache."""
+"""Shared by the page tests (tests/, tests/user, tests/admin), the browser tests and the security
+tests: rows put straight into the tables, a browser session logged in through the login form, and
+what makes rendering pages cheap."""
 
 from __future__ import annotations
 
 import functools
+import re
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from flask import Flask
+from flask.testing import FlaskClient
 from jinja2 import BytecodeCache
 from jinja2.bccache import Bucket
 from werkzeug.security import generate_password_hash
+from werkzeug.test import TestResponse
 
 from app.db_types import utcnow
 from app.extensions import db
-from app.memory import rules
+from app.memory import context, rules
 from app.memory.models import MemoryItem
 from app.sessions.models import PlatformSession
 from tests import conftest as shared_conftest
 from tests.conftest import PASSWORD
 
 
-class Memories:
+class Store:
     """Rows put straight into the tables, to set a scene; pages are what the tests exercise."""
 
     def __init__(self, app: Flask) -> None:
@@ -39,6 +44,8 @@ class Memories:
             rows = [self._row(user_id, content, **fields) for content in contents]
             db.session.add_all(rows)
             db.session.commit()
+            # Written behind the domain's back: tell the context cache as the domain would.
+            context.cache().invalidate(user_id)
             return [row.id for row in rows]
 
     def _row(self, user_id: int, content: str, *, scope: str = "USER", project_key: str = "",
@@ -67,6 +74,48 @@ class Memories:
                                            project_key=project_key, session_type="NORMAL",
                                            channel="WEB"))
             db.session.commit()
+
+
+_CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]+)">')
+
+
+def csrf_from(html: str) -> str:
+    match = _CSRF_META.search(html)
+    assert match, "page carries no csrf-token meta"
+    return match.group(1)
+
+
+class PageSession:
+    """One logged-in browser: the session cookie and the CSRF token the page gave it."""
+
+    def __init__(self, client: FlaskClient) -> None:
+        self.client = client
+        self.csrf = ""
+        self.user_id = 0
+
+    def login(self, username: str, password: str = PASSWORD, next_url: str | None = None
+              ) -> TestResponse:
+        form = {"username": username, "password": password,
+                "csrf_token": csrf_from(self.client.get("/login").text)}
+        if next_url:
+            form["next"] = next_url
+        response = self.client.post("/login", data=form)
+        assert response.status_code == 302, response.text
+        # Login starts a new session, so the token comes from a page rendered after it.
+        self.csrf = csrf_from(self.client.get("/login").text)
+        return response
+
+    def get(self, path: str, **headers: str) -> TestResponse:
+        """A plain browser navigation."""
+        return self.client.get(path, headers=headers)
+
+    def htmx(self, method: str, path: str, data: dict[str, str] | None = None, *,
+             csrf: bool = True, headers: dict[str, str] | None = None) -> TestResponse:
+        """What htmx sends: HX-Request, and the token from <body hx-headers> unless told not."""
+        sent = {"HX-Request": "true", **(headers or {})}
+        if csrf:
+            sent["X-CSRF-Token"] = self.csrf
+        return self.client.open(path, method=method, data=data, headers=sent)
 
 
 class TemplateCache(BytecodeCache):

@@ -10,7 +10,7 @@ from flask import Flask
 from app.extensions import db
 from app.system import service as system
 from app.system.models import EXTRACTION_MODEL_KEY, SystemSetting
-from tests.pages.conftest import PageSession
+from tests.page_support import PageSession
 
 BANNER = "本页面用于审计用户记忆内容,仅供治理用途"
 
@@ -47,6 +47,47 @@ def _add_models(app: Flask) -> tuple[int, int]:
         return fast.id, big.id
 
 
+# ---- who may open them -----------------------------------------------------------------
+
+def test_audit_page_is_forbidden_without_memory_read(alice_page):
+    response = alice_page.get("/admin/memory")
+    assert response.status_code == 403
+    assert "记忆审计需要 memory:read 权限" in response.text
+    assert "本页面用于审计用户记忆内容" not in response.text
+
+
+def test_audit_fragment_is_forbidden_without_memory_read(alice_page):
+    response = alice_page.htmx("GET", "/admin/memory?userId=1")
+    assert response.status_code == 403
+    assert response.headers["HX-Retarget"] == "#toast"
+
+
+@pytest.mark.parametrize("grants", [("memory:read",), ()])
+def test_settings_page_is_for_admins_only(users, pages, grants):
+    users.user("carol", grants=grants)
+    pages.login("carol")
+    assert pages.get("/admin/settings").status_code == 403
+    response = pages.htmx("PUT", "/admin/settings/memory.extractionModelId", {"value": ""})
+    assert response.status_code == 403
+
+
+@pytest.mark.parametrize(("grants", "admin", "status"), [
+    (("memory:read",), False, 200),
+    ((), True, 200),
+])
+def test_audit_page_opens_for_memory_read_or_admin(users, pages, grants, admin, status):
+    users.user("dave", grants=grants, admin=admin)
+    pages.login("dave")
+    assert pages.get("/admin/memory").status_code == status
+
+
+def test_admin_pages_offer_no_route_that_writes_a_memory(app):
+    methods = {rule.rule: rule.methods - {"HEAD", "OPTIONS"} for rule in app.url_map.iter_rules()
+               if rule.endpoint.startswith("admin_pages.")}
+    assert methods == {"/admin/memory": {"GET"}, "/admin/settings": {"GET"},
+                       "/admin/settings/<path:key>": {"PUT"}}
+
+
 # ---- audit ------------------------------------------------------------------------------
 
 def test_audit_page_shows_the_fixed_banner(auditor):
@@ -67,11 +108,11 @@ def test_user_search_says_when_nothing_matches(auditor):
     assert "没有匹配「nobody」的用户" in auditor.htmx("GET", "/admin/memory?q=nobody").text
 
 
-def test_audit_table_lists_the_chosen_users_memories_of_every_status(auditor, users, memories):
+def test_audit_table_lists_the_chosen_users_memories_of_every_status(auditor, users, store):
     alice = users.user("alice")
-    memories.add(alice, "生效的", source="AUTO")
-    memories.add(alice, "忽略的", status="DISMISSED")
-    memories.add(users.user("bob"), "bob 的")
+    store.add(alice, "生效的", source="AUTO")
+    store.add(alice, "忽略的", status="DISMISSED")
+    store.add(users.user("bob"), "bob 的")
     html = auditor.htmx("GET", f"/admin/memory?userId={alice}").text
     assert "alice 的记忆" in html
     assert "生效的" in html and "忽略的" in html and "bob 的" not in html
@@ -83,27 +124,27 @@ def test_audit_table_lists_the_chosen_users_memories_of_every_status(auditor, us
     ("status=ACTIVE", "生效的", "忽略的"),
     ("scope=PROJECT", "项目的", "生效的"),
 ])
-def test_audit_filters_by_scope_and_status(auditor, users, memories, query, shown, hidden):
+def test_audit_filters_by_scope_and_status(auditor, users, store, query, shown, hidden):
     alice = users.user("alice")
-    memories.add(alice, "生效的")
-    memories.add(alice, "忽略的", status="DISMISSED")
-    memories.add(alice, "项目的", scope="PROJECT", project_key="mao")
+    store.add(alice, "生效的")
+    store.add(alice, "忽略的", status="DISMISSED")
+    store.add(alice, "项目的", scope="PROJECT", project_key="mao")
     html = auditor.htmx("GET", f"/admin/memory?userId={alice}&{query}").text
     assert shown in html and hidden not in html
 
 
-def test_audit_table_pages_past_twenty_rows(auditor, users, memories):
+def test_audit_table_pages_past_twenty_rows(auditor, users, store):
     alice = users.user("alice")
-    memories.add_many(alice, [f"第 {n} 条" for n in range(25)])
+    store.add_many(alice, [f"第 {n} 条" for n in range(25)])
     html = auditor.htmx("GET", f"/admin/memory?userId={alice}").text
     assert "第 1 / 2 页" in html
     assert f'href="/admin/memory?userId={alice}&amp;page=2"' in html
     assert html.count("<tr>") == 20 + 1
 
 
-def test_audit_page_has_no_control_that_writes(auditor, users, memories):
+def test_audit_page_has_no_control_that_writes(auditor, users, store):
     alice = users.user("alice")
-    memories.add(alice, "生效的")
+    store.add(alice, "生效的")
     main = _main(auditor.get(f"/admin/memory?q=alice&userId={alice}").text)
     assert not re.search(r"hx-(post|put|patch|delete)", main)
     assert not re.search(r'method="post"', main, re.IGNORECASE)
@@ -116,18 +157,25 @@ def test_audit_results_fragment_for_htmx(auditor):
     assert BANNER not in response.text
 
 
-def test_audit_content_is_escaped(auditor, users, memories):
+def test_audit_content_is_escaped(auditor, users, store):
     alice = users.user("alice")
-    memories.add(alice, "<script>alert(1)</script>")
+    store.add(alice, "<script>alert(1)</script>")
     html = auditor.get(f"/admin/memory?userId={alice}").text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "<script>alert(1)" not in html
 
 
+def test_audit_of_an_unknown_user_says_there_is_no_such_user(auditor):
+    html = auditor.htmx("GET", "/admin/memory?userId=9999").text
+    assert "没有这个用户(ID 9999)" in html
+    assert "该用户没有符合条件的记忆" not in html
+    assert "的记忆</h2>" not in html
+
+
 def test_audit_of_a_bad_user_id_is_refused(auditor):
     response = auditor.get("/admin/memory?userId=abc")
     assert response.status_code == 400
-    assert "userId must be a positive integer" in response.text
+    assert "用户 ID 应是正整数:请检查地址,或用搜索查找用户。" in response.text
 
 
 # ---- settings ---------------------------------------------------------------------------
@@ -161,13 +209,45 @@ def test_unknown_model_is_refused_by_the_system_service(admin, app):
     _add_models(app)
     response = admin.htmx("PUT", f"/admin/settings/{EXTRACTION_MODEL_KEY}", {"value": "999"})
     assert response.status_code == 400
-    assert "模型不存在" in response.text
-    assert "no model with id &#39;999&#39;" in response.text
+    assert "所选模型不存在(可能已被移除):请刷新页面后重新选择。" in response.text
     assert _setting_value(app) == ""
+
+
+NOTHING_EXTRACTED = "自动收集不会提取任何记忆"
+
+
+def test_model_setting_is_named_and_explained_in_chinese(admin):
+    html = admin.get("/admin/settings").text
+    assert f'<label for="setting-{EXTRACTION_MODEL_KEY}">抽取模型</label>' in html
+    assert "自动收集用它从任务对话中提取记忆" in html
+
+
+def test_model_setting_warns_when_no_model_is_registered(admin, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "a-key")
+    assert "还没有可用的模型,自动收集不会提取任何记忆" in admin.get("/admin/settings").text
+    response = admin.htmx("PUT", f"/admin/settings/{EXTRACTION_MODEL_KEY}", {"value": ""})
+    assert "已保存" in response.text and NOTHING_EXTRACTED in response.text
+
+
+def test_model_setting_warns_when_the_chosen_models_key_is_missing(admin, app, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "a-key")
+    monkeypatch.delenv("BIG_MODEL_KEY", raising=False)
+    with app.app_context():
+        system.add_model("fast", "gpt-4o-mini", default=True)
+        big = system.add_model("big", "gpt-4o", api_key_env="BIG_MODEL_KEY").id
+        db.session.remove()
+    assert NOTHING_EXTRACTED not in admin.get("/admin/settings").text
+    response = admin.htmx("PUT", f"/admin/settings/{EXTRACTION_MODEL_KEY}", {"value": str(big)})
+    assert "所选模型的 API 密钥没有配置,自动收集不会提取任何记忆" in response.text
+
+
+def test_saved_marker_is_marked_to_go_when_the_form_changes(admin):
+    response = admin.htmx("PUT", f"/admin/settings/{EXTRACTION_MODEL_KEY}", {"value": ""})
+    assert '<span class="ok" role="status" data-saved>已保存</span>' in response.text
 
 
 def test_unknown_setting_is_refused(admin):
     response = admin.htmx("PUT", "/admin/settings/no.such.key", {"value": "x"})
     assert response.status_code == 400
-    assert response.headers["HX-Retarget"] == "#flash"
-    assert "unknown setting" in response.text
+    assert response.headers["HX-Retarget"] == "#toast"
+    assert "没有这项设置:请刷新系统设置页面。" in response.text

@@ -1,0 +1,48 @@
+"""Security headers on every response (SPEC §8 Headers).
+
+Every response: no MIME sniffing, and no Referer sent to other sites. HTML: a Content-Security-
+Policy that runs only the service's own script files (the pages have no inline script, no inline
+event handler and nothing htmx would eval) and lets no site frame a page. A response to a request
+that carried credentials (or that starts a session) is `no-store`, so neither a shared cache nor
+the browser's history keeps a copy of what one person saw, and Back fetches the page anew. This
+runs on the hottest endpoint too (the platform's context read), so it only compares and assigns
+strings.
+"""
+
+from __future__ import annotations
+
+from flask import Flask, Response, request, session
+
+CONTENT_SECURITY_POLICY = "; ".join([
+    "default-src 'self'",
+    "script-src 'self'",
+    "style-src 'self'",
+    "img-src 'self'",
+    "object-src 'none'",
+    "base-uri 'none'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+])
+# Static files (the icon among them) are the same for everyone, so a request for one that happens
+# to carry the session cookie may still be cached.
+PUBLIC_ENDPOINTS = frozenset({"static", "site.favicon"})
+
+
+def init_app(app: Flask) -> None:
+    """Set the headers on every response of `app`."""
+    session_cookie = app.config["SESSION_COOKIE_NAME"]
+
+    @app.after_request
+    def security_headers(response: Response) -> Response:
+        headers = response.headers
+        headers["X-Content-Type-Options"] = "nosniff"
+        headers["Referrer-Policy"] = "same-origin"
+        if response.mimetype == "text/html":
+            headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+            # For browsers that predate frame-ancestors.
+            headers["X-Frame-Options"] = "DENY"
+        # `session.modified`: this response starts a session (the login form's CSRF token).
+        if ("Authorization" in request.headers or session_cookie in request.cookies
+                or session.modified) and request.endpoint not in PUBLIC_ENDPOINTS:
+            headers["Cache-Control"] = "no-store"
+        return response

@@ -1,0 +1,129 @@
+// 我的记忆: the add dialog (fresh each time), live counts, 保存 disabled when it can only fail,
+// the keyboard in an inline edit, and a warning before a list change discards typed text.
+(function () {
+  'use strict';
+
+  // ---- what the page can be certain the service will refuse ----
+  // The service trims content before it checks it. Trimming a superset of what it trims gives a
+  // count that is never above the service's, so "over the limit" here is certain; "blank" is
+  // only ASCII whitespace, which the service certainly trims.
+  var EDGES = /^[\s\x1c-\x1f\x85]+|[\s\x1c-\x1f\x85]+$/g;
+  var BLANK = /^[ \t\r\n\f\v]*$/;
+
+  function counted(text) {
+    return Array.from(text.replace(EDGES, '')).length;
+  }
+
+  function updateCounter(area) {
+    var out = document.getElementById(area.dataset.counter);
+    if (!out) return;
+    var n = counted(area.value);
+    out.textContent = n + ' / ' + area.dataset.max;
+    out.classList.toggle('over', n > Number(area.dataset.max));
+  }
+
+  function certainToFail(form) {
+    var area = form.querySelector('textarea[data-max]');
+    var scope = form.querySelector('[name=scope]');
+    var project = form.querySelector('[name=projectKey]');
+    return BLANK.test(area.value) || counted(area.value) > Number(area.dataset.max)
+      || (scope !== null && scope.value === 'PROJECT' && (project === null || BLANK.test(project.value)));
+  }
+
+  function refresh(form) {
+    var area = form.querySelector('textarea[data-max]');
+    var submit = form.querySelector('button[type=submit]');
+    if (!area || !submit) return;
+    updateCounter(area);
+    submit.disabled = certainToFail(form);
+  }
+
+  function guardedForm(el) {
+    return el.closest && el.closest('form[data-guard]');
+  }
+
+  document.addEventListener('input', function (event) {
+    var form = guardedForm(event.target);
+    if (form) refresh(form);
+  });
+  document.addEventListener('change', function (event) {
+    var form = guardedForm(event.target);
+    if (form) refresh(form);
+  });
+  // An inline edit form, or the project field of the add dialog, just arrived.
+  htmx.onLoad(function (root) {
+    var form = guardedForm(root);
+    if (form) refresh(form);
+    root.querySelectorAll('form[data-guard]').forEach(refresh);
+  });
+
+  // ---- the add dialog: a fresh one each time it opens ----
+
+  function openAddDialog(dialog) {
+    var form = dialog.querySelector('form');
+    form.reset();
+    dialog.querySelectorAll('[data-reset-empty]').forEach(function (el) { el.replaceChildren(); });
+    refresh(form);
+    dialog.showModal();
+  }
+
+  document.addEventListener('click', function (event) {
+    var opener = event.target.closest('[data-open-dialog]');
+    if (opener) openAddDialog(document.getElementById(opener.dataset.openDialog));
+    var closer = event.target.closest('[data-close-dialog]');
+    if (closer) closer.closest('dialog').close();
+  });
+  document.addEventListener('memory-created', function () {
+    document.getElementById('memory-dialog').close();
+  });
+
+  // ---- keyboard: Escape cancels an inline edit, Ctrl+Enter saves ----
+
+  // (Not by class: htmx keeps a swapped-in row's old class until it settles.)
+  document.addEventListener('keydown', function (event) {
+    if (!event.target.matches('textarea')) return;
+    var form = event.target.closest('form');
+    var cancel = form.querySelector('[data-cancel]');
+    if (event.key === 'Escape' && cancel) {
+      event.preventDefault();
+      cancel.click();
+    } else if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      form.querySelector('button[type=submit]').click();
+    }
+  });
+
+  // ---- typed text is never discarded without asking ----
+
+  function unsavedEdits() {
+    return Array.from(document.querySelectorAll('form[data-inline-edit] textarea'))
+      .filter(function (area) { return area.value !== area.defaultValue; });
+  }
+
+  var pendingRequest = null;
+
+  // Tabs, filters and the pager replace the whole list, open edits included.
+  document.addEventListener('htmx:confirm', function (event) {
+    var target = event.detail.target;
+    if (!target || target.id !== 'memory-list' || unsavedEdits().length === 0) return;
+    event.preventDefault();
+    pendingRequest = event.detail.issueRequest;
+    document.getElementById('discard-dialog').showModal();
+  });
+  document.addEventListener('click', function (event) {
+    if (!event.target.closest('[data-discard]')) return;
+    document.getElementById('discard-dialog').close();
+    if (pendingRequest) pendingRequest(true);
+    pendingRequest = null;
+  });
+  document.addEventListener('close', function (event) {
+    if (event.target.id !== 'discard-dialog' || pendingRequest === null) return;
+    // 继续编辑: back to the text being edited.
+    pendingRequest = null;
+    var edits = unsavedEdits();
+    if (edits.length) edits[0].focus();
+  }, true);
+  window.addEventListener('beforeunload', function (event) {
+    if (unsavedEdits().length) event.preventDefault();
+  });
+})();
