@@ -311,6 +311,13 @@ class Memories:
             return total
 
 
+def openapi_document(app: Flask) -> dict[str, Any]:
+    """The OpenAPI document the app serves at /api/openapi.json."""
+    response = app.test_client().get("/api/openapi.json")
+    assert response.status_code == 200, response.text[:500]
+    return response.get_json()
+
+
 def snapshot(app: Flask) -> dict[str, list[tuple]]:
     """Every row of every table of the schema, in a stable order: compared before and after a
     refused request ("nothing changed"), a table added later included."""
