@@ -34,7 +34,11 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     rawdb.init_app(app, app.config["SQLALCHEMY_ENGINE_OPTIONS"])
     _import_models()
 
+    from app.auth import sessions, throttle
     from app.extraction import queue as job_queue
+
+    sessions.init_app(app)
+    throttle.init_app(app)
 
     job_queue.init_app(app)
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 DEV_SECRET_KEY = "dev-only-secret-key-do-not-use-in-production"
 DEFAULT_RETRY_DELAYS_S = (5, 30, 120)
+# A login lasts a working day; a copied cookie dies with its login session in any case.
+DEFAULT_SESSION_HOURS = 12
 
 
 def _is_production() -> bool:
@@ -48,6 +51,9 @@ def from_environment(instance_path: str) -> dict[str, Any]:
         "MEMORY_RETRY_DELAYS_S": _retry_delays(os.environ.get("MEMORY_RETRY_DELAYS_S")),
         # OPENAI_BASE_URL / OPENAI_API_KEY are read by the LLM client at call time, so a
         # model's api_key_env can name any variable of the process environment.
+        # How long a login lasts, server-side and in the cookie.
+        "PERMANENT_SESSION_LIFETIME": timedelta(
+            hours=float(os.environ.get("MEMORY_SESSION_HOURS") or DEFAULT_SESSION_HOURS)),
         "SESSION_COOKIE_HTTPONLY": True,
         "SESSION_COOKIE_SAMESITE": "Lax",
         "SESSION_COOKIE_SECURE": _is_production(),

@@ -28,10 +28,12 @@ def test_environment_is_read(monkeypatch, tmp_path):
     monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path}/y.db")
     monkeypatch.setenv("MEMORY_BOT_PROJECT_KEYS", "weixin-bot, dingtalk-bot ,")
     monkeypatch.setenv("MEMORY_LLM_TIMEOUT_S", "12.5")
+    monkeypatch.setenv("MEMORY_SESSION_HOURS", "8")
     app = create_app()
     assert app.config["SQLALCHEMY_DATABASE_URI"].endswith("/y.db")
     assert app.config["MEMORY_BOT_PROJECT_KEYS"] == ("weixin-bot", "dingtalk-bot")
     assert app.config["MEMORY_LLM_TIMEOUT_S"] == 12.5
+    assert app.permanent_session_lifetime.total_seconds() == 8 * 3600
 
 
 @pytest.mark.parametrize("variable", ["FLASK_ENV", "APP_ENV"])

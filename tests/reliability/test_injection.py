@@ -45,7 +45,6 @@ PAGE_PARAMETERS: dict[Route, tuple[str, ...]] = {
     ("/admin/memory", "GET"): ("q", "userId", "scope", "status", "page"),
     ("/admin/settings", "GET"): (),
     ("/login", "GET"): ("next",),
-    ("/logout", "GET"): (),
     ("/healthz", "GET"): (),
     ("/metrics", "GET"): (),
     ("/static/<path:filename>", "GET"): (),
