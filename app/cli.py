@@ -131,8 +131,13 @@ def enable(name: str) -> None:
 @models.command("add")
 @click.argument("name")
 @click.option("--model", "model_name", required=True, help="The provider's model name.")
-@click.option("--base-url", help="OpenAI-compatible endpoint; default OPENAI_BASE_URL.")
-@click.option("--api-key-env", help="Name of the env var holding the key; default OPENAI_API_KEY.")
+@click.option("--base-url", help="OpenAI-compatible endpoint, an http(s) URL (not link-local); "
+                                 "default OPENAI_BASE_URL.")
+@click.option("--api-key-env", help="Name of the env var holding the key; default "
+                                    "OPENAI_API_KEY. Never one of the service's own secrets "
+                                    "(SECRET_KEY, MEMORY_SERVICE_TOKEN, MEMORY_WEBHOOK_SECRET, "
+                                    "DATABASE_URL, REDIS_URL, any MEMORY_*/FLASK_* variable): "
+                                    "the key is sent to the base URL.")
 @click.option("--default", "is_default", is_flag=True, help="Make it the default model.")
 def add_model(name: str, model_name: str, base_url: str | None, api_key_env: str | None,
               is_default: bool) -> None:

@@ -2,6 +2,8 @@
 
 from datetime import timedelta
 
+import pytest
+
 from app.auth.models import ApiToken, User
 from app.auth.service import hash_token
 from app.db_types import utcnow
@@ -138,3 +140,29 @@ def test_users_create_works_after_the_platform_reported_the_highest_id(app, runn
     with app.app_context():
         ids = {User.by_username(name).id for name in ("dave", "erin")}
         assert len(ids) == 2 and top not in ids
+
+
+@pytest.mark.parametrize("variable", ["SECRET_KEY", "MEMORY_SERVICE_TOKEN",
+                                      "MEMORY_WEBHOOK_SECRET", "DATABASE_URL", "REDIS_URL",
+                                      "secret_key", "MEMORY_ANYTHING", "NOT A NAME"])
+def test_models_add_refuses_the_services_own_secrets_as_the_key_variable(app, runner,
+                                                                         variable):
+    result = runner.invoke(args=["models", "add", "evil", "--model", "m", "--base-url",
+                                 "https://llm.example/v1", "--api-key-env", variable])
+    assert result.exit_code != 0
+    with app.app_context():
+        assert db.session.scalar(db.select(LlmModel)) is None
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://llm.example", "llm.example/v1",
+                                 "http://169.254.169.254/latest", "http://[fe80::1]/v1"])
+def test_models_add_requires_an_http_url_that_is_not_link_local(app, runner, url):
+    result = runner.invoke(args=["models", "add", "odd", "--model", "m", "--base-url", url])
+    assert result.exit_code != 0
+    with app.app_context():
+        assert db.session.scalar(db.select(LlmModel)) is None
+
+
+def test_models_add_help_says_which_keys_and_urls_it_refuses(runner):
+    text = " ".join(runner.invoke(args=["models", "add", "--help"]).output.split())
+    assert "http(s)" in text and "SECRET_KEY" in text and "MEMORY_SERVICE_TOKEN" in text
