@@ -78,7 +78,7 @@ def _register_blueprints(app: Flask) -> None:
     from app.apispec import bp as openapi
     from app.auth.pages import bp as auth_pages
     from app.health import bp as health
-    from app.metrics import bp as metrics
+    from app.metrics.exposition import bp as metrics
     from app.platform.api import bp as platform_api
     from app.platform.webhook import bp as webhook
     from app.user.api import bp as user_api

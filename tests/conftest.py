@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -340,6 +341,39 @@ def snapshot(app: Flask) -> dict[str, list[tuple]]:
 @pytest.fixture
 def memories(app: Flask) -> Memories:
     return Memories(app)
+
+
+class Metrics:
+    """`/metrics` read as numbers. Every process of the run adds to the same counters, which
+    only grow, so a test reads what was added since it began (`added`)."""
+
+    _SAMPLE = re.compile(r"^(\w+\{[^}]*\}|\w+) (\S+)$", re.M)
+
+    def __init__(self, client: FlaskClient) -> None:
+        self.client = client
+        self.start = self.read()
+
+    def read(self) -> dict[str, float]:
+        response = self.client.get("/metrics")
+        assert response.status_code == 200, response.text[:300]
+        return {key: float(value) for key, value in self._SAMPLE.findall(response.text)}
+
+    @staticmethod
+    def key(name: str, **labels: Any) -> str:
+        """A sample's key as the exposition writes it: labels in name order."""
+        return name + ("{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+                       if labels else "")
+
+    def added(self, name: str, **labels: Any) -> float:
+        """How much the sample grew since the test began (0 when it never existed)."""
+        key = self.key(name, **labels)
+        return self.read().get(key, 0.0) - self.start.get(key, 0.0)
+
+
+@pytest.fixture
+def metrics(client: FlaskClient) -> Metrics:
+    """The metrics as they were when the test began (ask for it before anything happens)."""
+    return Metrics(client)
 
 
 def assert_error(result: tuple[int, Any], http_status: int, code: int) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import time
 
 from flask import Blueprint, current_app, request
 
+from app import metrics
 from app.apispec import WEBHOOK_SECURITY, answers, described, validated
 from app.envelope import ApiError, ErrorCode, ok
 from app.extraction import intake
@@ -23,6 +24,10 @@ bp = Blueprint("webhook", __name__, url_prefix="/api/v1/webhooks")
 SIGNATURE_HEADER = "X-Memory-Signature"
 TIMESTAMP_HEADER = "X-Memory-Timestamp"
 MAX_SKEW_S = 300
+# One counter child per answer, bound once: a delivery only adds 1 to it (SPEC §8 Operations).
+DELIVERIES = {reason: metrics.WEBHOOK_EVENTS.labels(reason=reason) for reason in (
+    intake.ENQUEUED, intake.PHASE_NOT_COMPLETED, intake.SESSION_TYPE_EXCLUDED,
+    intake.AUTO_CAPTURE_DISABLED, intake.DUPLICATE_EVENT)}
 
 
 def signature(secret: str, timestamp: str, raw_body: bytes) -> str:
@@ -60,6 +65,7 @@ def task_completed():
     _verify_signature()
     body = validated(TaskCompleted, request.get_json(force=True, silent=True))
     enqueued, reason = intake.receive(body.event())
+    DELIVERIES[reason].inc()
     return ok({"accepted": True, "enqueued": enqueued, "reason": reason}, 202)
 
 

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from app.metrics.exposition import render
 from tests.completions import USER_ID, capture_on, event, outcomes
 from tests.conftest import assert_error, assert_ok
 
 OTHER_USER = USER_ID + 1
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 @pytest.fixture
-def ran(app, llm, webhook, run_jobs):
+def ran(app, llm, webhook, run_jobs, metrics):
     """Four jobs, one of each status: skipped, abandoned, succeeded (user 7); failed (user 8)."""
     capture_on(app)
     capture_on(app, OTHER_USER)
@@ -81,14 +86,7 @@ def test_outcomes_are_for_admins_only(client, users, as_user, as_service):
     assert response.status_code == 401
 
 
-def _sample(text: str, name: str, **labels: str) -> float:
-    wanted = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    match = re.search(rf"^{re.escape(name)}\{{{re.escape(wanted)}\}} (\S+)$", text, re.M)
-    assert match, f"{name}{{{wanted}}} missing"
-    return float(match.group(1))
-
-
-def test_metrics_count_outcomes_durations_tokens_and_webhook_answers(ran, client):
+def test_metrics_count_outcomes_durations_tokens_and_webhook_answers(ran, client, metrics):
     response = client.get("/metrics")
     assert response.status_code == 200
     assert response.content_type.startswith("text/plain; version=0.0.4")
@@ -98,21 +96,48 @@ def test_metrics_count_outcomes_durations_tokens_and_webhook_answers(ran, client
     for status, reason in [("skipped", "user_message_too_short"),
                            ("abandoned", "invalid_output"), ("succeeded", "applied"),
                            ("failed", "llm_rejected")]:
-        assert _sample(text, "memory_jobs_total", kind="extraction", status=status,
-                       reason=reason) == 1
-    buckets = [float(v) for v in re.findall(
-        r'^memory_job_duration_seconds_bucket\{kind="extraction",le="[^"]+"\} (\S+)$', text,
-        re.M)]
-    assert buckets == sorted(buckets) and buckets[-1] == 4
-    assert _sample(text, "memory_job_duration_seconds_count", kind="extraction") == 4
-    assert _sample(text, "memory_job_duration_seconds_sum", kind="extraction") >= 0
-    assert _sample(text, "memory_llm_tokens_total", kind="extraction",
-                   model="scripted-default", type="prompt") == 1000 + 321
-    assert _sample(text, "memory_webhook_events_total", reason="enqueued") == 4
-    assert _sample(text, "memory_webhook_events_total", reason="phase_not_completed") == 1
+        assert metrics.added("memory_jobs_total", kind="extraction", status=status,
+                             reason=reason) == 1
+    bounds = re.findall(r'^memory_job_duration_seconds_bucket\{kind="extraction",le="([^"]+)"\}',
+                        text, re.M)
+    buckets = [metrics.added("memory_job_duration_seconds_bucket", kind="extraction", le=le)
+               for le in bounds]
+    assert bounds[-1] == "+Inf" and buckets == sorted(buckets) and buckets[-1] == 4
+    assert metrics.added("memory_job_duration_seconds_count", kind="extraction") == 4
+    assert metrics.added("memory_job_duration_seconds_sum", kind="extraction") >= 0
+    assert metrics.added("memory_llm_tokens_total", kind="extraction",
+                         model="scripted-default", type="prompt") == 1000 + 321
+    assert metrics.added("memory_webhook_events_total", reason="enqueued") == 4
+    assert metrics.added("memory_webhook_events_total", reason="phase_not_completed") == 1
 
 
-def test_metrics_before_any_job(app, client):
-    text = client.get("/metrics").get_data(as_text=True)
-    assert "# TYPE memory_jobs_total counter" in text
+def test_an_installation_that_ran_nothing_shows_no_job_samples(tmp_path):
+    """A metrics directory no process wrote to: no sample (multiprocess mode exposes a family
+    only once some process has written to it)."""
+    text = render(str(tmp_path)).decode()
     assert "memory_jobs_total{" not in text and "_bucket{" not in text
+
+
+def test_every_webhook_delivery_is_counted_by_its_answer_duplicates_included(app, webhook,
+                                                                           metrics, client):
+    body = event()
+    for _ in range(3):
+        assert_ok(webhook(body), 202)
+    assert_ok(webhook(event(phase="FAILED")), 202)
+    assert metrics.added("memory_webhook_events_total", reason="auto_capture_disabled") == 1
+    assert metrics.added("memory_webhook_events_total", reason="duplicate_event") == 2
+    assert metrics.added("memory_webhook_events_total", reason="phase_not_completed") == 1
+    text = client.get("/metrics").get_data(as_text=True)
+    for reason in ("enqueued", "phase_not_completed", "session_type_excluded",
+                   "auto_capture_disabled", "duplicate_event"):
+        assert f'memory_webhook_events_total{{reason="{reason}"}}' in text
+
+
+def test_metrics_sum_what_every_process_counted(app, metrics):
+    """Another process of the installation (a gunicorn worker, say) counts into the same
+    directory; this process's /metrics includes it."""
+    code = ("from app import metrics; "
+            "metrics.JOBS.labels(kind='extraction', status='skipped', reason='elsewhere').inc(3)")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
+    assert metrics.added("memory_jobs_total", kind="extraction", status="skipped",
+                         reason="elsewhere") == 3
