@@ -9,8 +9,9 @@ may not call it learns nothing about its body:
     def create_memory(json: NewMemory): ...
 
 A request that does not fit is the usual 400/2001 naming the field (content problems stay 3034,
-as the domain says), through the same error handlers as every other refusal. The two hot paths
-are only described here (`described`) and validate with their models directly.
+as the domain says), through the same error handlers as every other refusal (`ServicePlugin`).
+The two hot paths are only described here (`described`) and validate with their models
+directly.
 """
 
 from __future__ import annotations
@@ -70,24 +71,23 @@ def refusal(error: ValidationError) -> DomainError:
     return InvalidInput(f"{location[0]}_invalid", f"{field}: {first['msg']}")
 
 
-def _refuse_invalid(request: Any, response: Any, error: Exception | None, instance: Any,
-                    model_adapter: Any) -> None:
-    """spectree's `before` hook: a request that failed validation becomes a domain error."""
-    if isinstance(error, ValidationError):
-        raise refusal(error) from None
-
-
 class ServicePlugin(FlaskPlugin):
-    """spectree's Flask plugin, reading a declared JSON body whatever its Content-Type (as the
-    service always has), through the app's JSON provider and its depth limit."""
+    """spectree's Flask plugin, with two differences: a declared JSON body is read whatever its
+    Content-Type (as the service always has), through the app's JSON provider and its depth
+    limit; and a request that fails validation is refused as a domain error right here —
+    spectree's own 422 answer would echo the input, which may not even encode (a lone
+    surrogate)."""
 
     def request_validation(self, request: Any, query: Any, json: Any, form: Any, headers: Any,
                            cookies: Any) -> None:
-        super().request_validation(request, query, None, form, headers, cookies)
-        if json is not None:
-            body = self.model_adapter.validate_obj(json, request.get_json(force=True,
-                                                                          silent=True))
-            request.context = request.context._replace(json=body)
+        try:
+            super().request_validation(request, query, None, form, headers, cookies)
+            if json is not None:
+                body = self.model_adapter.validate_obj(json, request.get_json(force=True,
+                                                                              silent=True))
+                request.context = request.context._replace(json=body)
+        except ValidationError as error:
+            raise refusal(error) from None
 
 
 def _component_name(model: Any) -> str:
@@ -101,7 +101,7 @@ api = SpecTree(
     description="Cross-session long-term memory for agent platforms. Every JSON response is "
                 "the envelope {code, message, data, timestamp}.",
     security_schemes=SECURITY_SCHEMES, validation_error_status=400,
-    validation_error_model=Error, before=_refuse_invalid,
+    validation_error_model=Error,
     naming_strategy=_component_name, nested_naming_strategy=lambda _parent, child: child,
 )
 
