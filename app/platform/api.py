@@ -20,7 +20,7 @@ def memory_context():
     """Memories and the exact prompt block for a new session.
 
     PROJECT lines (valid key only) then USER lines, newest first, 12 + 8, and the prompt."""
-    query = validated(ContextQuery, request.args)
+    query = validated(ContextQuery, request.args.to_dict())
     return ok(service.context_for(query.userId, query.projectKey))
 
 

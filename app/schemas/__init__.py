@@ -10,6 +10,7 @@ domain's own rules (`app.memory.rules`), so every path refuses the same characte
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr, field_validator
@@ -23,8 +24,12 @@ T = TypeVar("T")
 ERROR_CODES = (1001, 1002, 2001, 3003, 3033, 3034, 3035, 3036, 5001)
 
 
+# In a str every surrogate is lone: a valid pair decodes to one character.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def no_lone_surrogates(value: str) -> str:
-    if any("\ud800" <= char <= "\udfff" for char in value):
+    if _SURROGATE.search(value):
         raise ValueError("must not contain lone surrogates")
     return value
 

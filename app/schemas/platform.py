@@ -12,14 +12,17 @@ from pydantic.json_schema import SkipJsonSchema
 from app.extraction import intake
 from app.extraction.models import EVENT_ID_MAX
 from app.memory.rules import ID_MAX
-from app.schemas import Body, ProjectKey, Query, Text, not_blank
+from app.schemas import Body, ProjectKey, Text, not_blank
 from app.schemas.admin import UserId
 
 PositiveId = Annotated[StrictInt, Field(gt=0, le=ID_MAX)]
 Required = Annotated[Text, AfterValidator(not_blank)]
 
 
-class ContextQuery(Query):
+class ContextQuery(BaseModel):
+    """The context read's query. Not a `Query`: an empty projectKey or workspace is just no
+    project (the rules ignore it), and the hot path is spared a validator per field."""
+
     userId: UserId
     projectKey: ProjectKey | SkipJsonSchema[None] = None
     workspace: Text | SkipJsonSchema[None] = None
