@@ -59,8 +59,6 @@ class JobOutcome(db.Model):
         sa.UniqueConstraint("job_id", name="uk_memory_job_outcome_job"),
         sa.Index("idx_memory_job_outcome_user", "user_id", "status"),
         sa.Index("idx_memory_job_outcome_status", "status"),
-        # Covers the /metrics aggregation, so a scrape never reads the table rows.
-        sa.Index("idx_memory_job_outcome_metrics", "kind", "status", "reason", "duration_ms"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)

@@ -5,6 +5,8 @@ use, disabled accounts.
 it, so deleting the row ends the login wherever the cookie was copied to. Only a hash of its id is
 stored. `api_token` learns what `users tokens NAME` lists; tokens made before this revision have
 no prefix and never expire. `user.disabled_at` refuses an account's logins and tokens.
+`idx_memory_job_outcome_metrics` goes: it covered the GROUP BYs /metrics no longer runs (metrics
+are counted as jobs finish), and only cost every outcome insert.
 
 Revision ID: 0005_sessions_and_tokens
 Revises: 0004_provenance
@@ -43,9 +45,12 @@ def upgrade():
         batch.add_column(sa.Column("last_used_at", Timestamp, nullable=True))
     with op.batch_alter_table("user") as batch:
         batch.add_column(sa.Column("disabled_at", Timestamp, nullable=True))
+    op.drop_index("idx_memory_job_outcome_metrics", table_name="memory_job_outcome")
 
 
 def downgrade():
+    op.create_index("idx_memory_job_outcome_metrics", "memory_job_outcome",
+                    ["kind", "status", "reason", "duration_ms"])
     with op.batch_alter_table("user") as batch:
         batch.drop_column("disabled_at")
     with op.batch_alter_table("api_token") as batch:
