@@ -10,6 +10,7 @@ from flask import Flask
 from app import config as app_config
 from app import rawdb
 from app.extensions import db, migrate
+from app.jsonbody import RequestJSONProvider
 
 MIGRATIONS_DIR = str(Path(__file__).resolve().parent.parent / "migrations")
 
@@ -26,10 +27,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     if config:
         app.config.from_mapping(config)
     app_config.log_missing_platform_secrets(app.config)
-    # UTF-8 JSON, keys in the order the code writes them: memories are mostly Chinese, and
-    # escaping every character tripled the size of the context read's answer.
-    app.json.ensure_ascii = False
-    app.json.sort_keys = False
+    app.json = RequestJSONProvider(app)
     _tune_engine(app)
 
     db.init_app(app)
@@ -37,8 +35,12 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     rawdb.init_app(app, app.config["SQLALCHEMY_ENGINE_OPTIONS"])
     _import_models()
 
+    from app.auth import sessions, throttle
     from app.extraction import queue as job_queue
     from app.memory import context
+
+    sessions.init_app(app)
+    throttle.init_app(app)
 
     job_queue.init_app(app)
     context.init_app(app)
@@ -82,10 +84,10 @@ def _register_blueprints(app: Flask) -> None:
     from app.admin.api import bp as admin_api
     from app.admin.outcome_pages import bp as outcome_pages
     from app.admin.pages import bp as admin_pages
+    from app.apispec import bp as openapi
     from app.auth.pages import bp as auth_pages
     from app.health import bp as health
-    from app.metrics import bp as metrics
-    from app.openapi import bp as openapi
+    from app.metrics.exposition import bp as metrics
     from app.platform.api import bp as platform_api
     from app.platform.webhook import bp as webhook
     from app.user.api import bp as user_api

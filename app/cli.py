@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import secrets
 import shlex
+from datetime import datetime
 
 import click
 from flask import Flask, current_app
@@ -63,22 +64,97 @@ def grant(name: str, code: str) -> None:
 
 @users.command("token")
 @click.argument("name")
-def token(name: str) -> None:
+@click.option("--days", type=click.IntRange(1, 3650),
+              help="Expire the token after N days (default: valid until revoked).")
+def token(name: str, days: int | None) -> None:
     """Print a new personal API token for NAME (alone on the last line)."""
     from app.auth.models import User
 
     user = User.by_username(name)
     if user is None:
         raise click.ClickException(f"no user {name!r}")
-    click.echo(f"new personal token for {name}; it is shown once:")
-    click.echo(accounts.issue_token(user))
+    until = f", valid for {days} days" if days else ""
+    click.echo(f"new personal token for {name}{until}; it is shown once:")
+    click.echo(accounts.issue_token(user, days=days))
+
+
+def _when(value: datetime | None, none: str = "-") -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") + " UTC" if value else none
+
+
+@users.command("tokens")
+@click.argument("name")
+def list_tokens(name: str) -> None:
+    """List NAME's personal tokens: id, prefix, created, last used, expiry."""
+    try:
+        rows = accounts.tokens(name)
+    except accounts.AccountError as exc:
+        raise click.ClickException(str(exc)) from None
+    if not rows:
+        click.echo(f"{name} has no personal tokens")
+        return
+    click.echo("id\tprefix\tcreated\tlast used\texpires")
+    for row in rows:
+        click.echo(f"{row.id}\t{row.prefix or '-'}\t{_when(row.created_at)}"
+                   f"\t{_when(row.last_used_at, 'never')}\t{_when(row.expires_at, 'never')}")
+
+
+@users.command("revoke-token")
+@click.argument("name")
+@click.argument("token_id", metavar="ID", type=int)
+def revoke_token(name: str, token_id: int) -> None:
+    """Revoke NAME's token ID (see `users tokens`): its next call is 401."""
+    try:
+        accounts.revoke_token(name, token_id)
+    except accounts.AccountError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"revoked token {token_id} of {name}")
+
+
+@users.command("password")
+@click.argument("name")
+@click.password_option(help="The new password (asked for when not given).")
+def password(name: str, password: str) -> None:
+    """Set NAME's password; every login of NAME ends."""
+    try:
+        ended = accounts.set_password(name, password)
+    except accounts.AccountError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"password of {name} changed; {ended} login(s) ended")
+
+
+@users.command("disable")
+@click.argument("name")
+def disable(name: str) -> None:
+    """Disable NAME: every login ends, no new login, personal tokens refused."""
+    try:
+        ended = accounts.set_disabled(name, True)
+    except accounts.AccountError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"disabled {name}; {ended} login(s) ended")
+
+
+@users.command("enable")
+@click.argument("name")
+def enable(name: str) -> None:
+    """Enable NAME again (its tokens work again; logins must be made anew)."""
+    try:
+        accounts.set_disabled(name, False)
+    except accounts.AccountError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"enabled {name}")
 
 
 @models.command("add")
 @click.argument("name")
 @click.option("--model", "model_name", required=True, help="The provider's model name.")
-@click.option("--base-url", help="OpenAI-compatible endpoint; default OPENAI_BASE_URL.")
-@click.option("--api-key-env", help="Name of the env var holding the key; default OPENAI_API_KEY.")
+@click.option("--base-url", help="OpenAI-compatible endpoint, an http(s) URL (not link-local); "
+                                 "default OPENAI_BASE_URL.")
+@click.option("--api-key-env", help="Name of the env var holding the key; default "
+                                    "OPENAI_API_KEY. Never one of the service's own secrets "
+                                    "(SECRET_KEY, MEMORY_SERVICE_TOKEN, MEMORY_WEBHOOK_SECRET, "
+                                    "DATABASE_URL, REDIS_URL, any MEMORY_*/FLASK_* variable): "
+                                    "the key is sent to the base URL.")
 @click.option("--default", "is_default", is_flag=True, help="Make it the default model.")
 def add_model(name: str, model_name: str, base_url: str | None, api_key_env: str | None,
               is_default: bool) -> None:

@@ -147,10 +147,3 @@ def register_error_handlers(app: Flask) -> None:
                     "a dependency is unavailable, retry later" if down else "internal error",
                     status)
 
-
-def json_body() -> dict[str, Any]:
-    """The request body as a JSON object, whatever Content-Type was sent; anything else is 2001."""
-    body = request.get_json(force=True, silent=True)
-    if not isinstance(body, dict):
-        raise errors.InvalidInput("body_not_object", "request body must be a JSON object")
-    return body

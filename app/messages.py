@@ -53,6 +53,7 @@ REASONS: dict[str, str] = {
     "model_not_found": "所选模型不存在(可能已被移除):请刷新页面后重新选择。",
     # a request as such
     "body_not_object": "提交的数据格式不对:请刷新页面后重试。",
+    "json_too_deep": "提交的数据嵌套太深:请刷新页面后重试。",
     CSRF_INVALID: "页面已过期:请刷新页面后再试。",
 }
 

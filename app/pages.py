@@ -13,8 +13,8 @@ from urllib.parse import urlsplit
 from flask import Response, g, make_response, redirect, render_template, request, url_for
 
 from app import messages
-from app.auth import csrf
-from app.auth.identity import session_user
+from app.auth import sessions
+from app.auth.identity import SAFE_METHODS
 from app.auth.models import User
 from app.envelope import ApiError
 from app.errors import DomainError
@@ -67,13 +67,18 @@ def login_redirect() -> Response:
 
 def require_login() -> Response | None:
     """before_request of the HTML blueprints: a logged-in user, and CSRF on unsafe methods."""
-    user = session_user()
+    user = sessions.logged_in_user()
     if user is None:
         return login_redirect()
-    if request.method not in csrf.SAFE_METHODS and not csrf.request_token_valid():
-        return error_response(403, "页面已过期", messages.REASONS[messages.CSRF_INVALID])
+    if request.method not in SAFE_METHODS and not sessions.csrf_valid():
+        return csrf_refused()
     g.page_user = user
     return None
+
+
+def csrf_refused() -> Response:
+    """A form or htmx request without this session's CSRF token."""
+    return error_response(403, "页面已过期", messages.REASONS[messages.CSRF_INVALID])
 
 
 def as_api_error(exc: ApiError | DomainError) -> ApiError:

@@ -21,6 +21,7 @@ from rq.exceptions import AbandonedJobError
 from rq.utils import now
 from sqlalchemy.exc import SQLAlchemyError
 
+from app import metrics
 from app.cli import log_to_stderr
 from app.extensions import db
 from app.extraction import llm, outcomes, runner
@@ -70,8 +71,10 @@ class AppContextMixin:
     def perform_job(self, job: Any, queue: Any, execution: Any) -> bool:
         with self.app.app_context():
             if self.is_horse:
-                # A forked horse must not share the parent's pooled connections.
+                # A forked horse must not share the parent's pooled connections, and writes
+                # its metrics where its worker's horses do (one file, not one per job).
                 db.engine.dispose(close=False)
+                metrics.as_work_horse()
             return super().perform_job(job, queue, execution)
 
     def clean_registries(self) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -313,14 +314,28 @@ class Memories:
             return total
 
 
+def openapi_document(app: Flask) -> dict[str, Any]:
+    """The OpenAPI document the app serves at /api/openapi.json."""
+    response = app.test_client().get("/api/openapi.json")
+    assert response.status_code == 200, response.text[:500]
+    return response.get_json()
+
+
+# Bookkeeping a refused request may still write: the token authenticated, then was refused.
+BOOKKEEPING_COLUMNS = {"api_token": {"last_used_at"}}
+
+
 def snapshot(app: Flask) -> dict[str, list[tuple]]:
     """Every row of every table of the schema, in a stable order: compared before and after a
-    refused request ("nothing changed"), a table added later included."""
+    refused request ("nothing changed"), a table added later included. A token's last use is
+    left out (see BOOKKEEPING_COLUMNS)."""
     with app.app_context():
         tables = {}
         for table in db.metadata.sorted_tables:
+            skipped = BOOKKEEPING_COLUMNS.get(table.name, set())
+            columns = [column for column in table.columns if column.name not in skipped]
             tables[table.name] = [tuple(row) for row in db.session.execute(
-                sa.select(table).order_by(*table.primary_key.columns))]
+                sa.select(*columns).order_by(*table.primary_key.columns))]
         db.session.remove()
         return tables
 
@@ -356,6 +371,39 @@ def alice_page(users: Accounts, pages):
     pages.user_id = users.user("alice")
     pages.login("alice")
     return pages
+
+
+class Metrics:
+    """`/metrics` read as numbers. Every process of the run adds to the same counters, which
+    only grow, so a test reads what was added since it began (`added`)."""
+
+    _SAMPLE = re.compile(r"^(\w+\{[^}]*\}|\w+) (\S+)$", re.M)
+
+    def __init__(self, client: FlaskClient) -> None:
+        self.client = client
+        self.start = self.read()
+
+    def read(self) -> dict[str, float]:
+        response = self.client.get("/metrics")
+        assert response.status_code == 200, response.text[:300]
+        return {key: float(value) for key, value in self._SAMPLE.findall(response.text)}
+
+    @staticmethod
+    def key(name: str, **labels: Any) -> str:
+        """A sample's key as the exposition writes it: labels in name order."""
+        return name + ("{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+                       if labels else "")
+
+    def added(self, name: str, **labels: Any) -> float:
+        """How much the sample grew since the test began (0 when it never existed)."""
+        key = self.key(name, **labels)
+        return self.read().get(key, 0.0) - self.start.get(key, 0.0)
+
+
+@pytest.fixture
+def metrics(client: FlaskClient) -> Metrics:
+    """The metrics as they were when the test began (ask for it before anything happens)."""
+    return Metrics(client)
 
 
 def assert_error(result: tuple[int, Any], http_status: int, code: int) -> dict[str, Any]:

@@ -1,7 +1,12 @@
 """Operator CLI (SPEC §7)."""
 
+from datetime import timedelta
+
+import pytest
+
 from app.auth.models import ApiToken, User
 from app.auth.service import hash_token
+from app.db_types import utcnow
 from app.extensions import db
 from app.system.models import LlmModel
 
@@ -16,7 +21,7 @@ def test_users_create_with_id_password_and_admin(app, runner):
 
 
 def test_users_create_names_a_user_first_seen_through_the_platform(app, runner, as_service):
-    as_service(4242).get("/api/v1/memory")
+    as_service(4242).patch("/api/v1/memory/settings", {"autoCaptureEnabled": False})
     result = runner.invoke(args=["users", "create", "dana", "--id", "4242"])
     assert result.exit_code == 0, result.output
     with app.app_context():
@@ -68,3 +73,96 @@ def test_models_add_and_list(app, runner):
             ("http://llm.internal/v1", "SMART_KEY")
     listing = runner.invoke(args=["models", "list"]).output
     assert "smart\tgpt-smart\thttp://llm.internal/v1\tSMART_KEY [default]" in listing
+
+
+def _token(runner, *options: str) -> str:
+    result = runner.invoke(args=["users", "token", "alice", *options])
+    assert result.exit_code == 0, result.output
+    return result.output.rstrip("\n").splitlines()[-1]
+
+
+def _calls(client, token: str) -> int:
+    return client.get("/api/v1/memory",
+                      headers={"Authorization": f"Bearer {token}"}).status_code
+
+
+def test_users_tokens_lists_id_prefix_created_last_used_and_expiry(app, runner, client):
+    runner.invoke(args=["users", "create", "alice"])
+    kept = _token(runner)
+    expiring = _token(runner, "--days", "30")
+    assert _calls(client, kept) == 200
+    result = runner.invoke(args=["users", "tokens", "alice"])
+    assert result.exit_code == 0, result.output
+    header, first, second = result.output.strip().splitlines()
+    assert header.split("\t") == ["id", "prefix", "created", "last used", "expires"]
+    first, second = first.split("\t"), second.split("\t")
+    assert first[1] == kept[:8] and second[1] == expiring[:8]
+    assert first[3].endswith("UTC") and second[3] == "never"
+    assert first[4] == "never" and second[4].endswith("UTC")
+    assert kept not in result.output and expiring not in result.output
+
+
+def test_users_revoke_token_is_401_at_once(app, runner, client):
+    runner.invoke(args=["users", "create", "alice"])
+    token = _token(runner)
+    other = _token(runner)
+    assert _calls(client, token) == 200
+    with app.app_context():
+        token_id = db.session.scalar(db.select(ApiToken.id).where(
+            ApiToken.token_hash == hash_token(token)))
+    result = runner.invoke(args=["users", "revoke-token", "alice", str(token_id)])
+    assert result.exit_code == 0, result.output
+    assert _calls(client, token) == 401
+    assert _calls(client, other) == 200
+    again = runner.invoke(args=["users", "revoke-token", "alice", str(token_id)])
+    assert again.exit_code != 0 and "no token" in again.output
+
+
+def test_users_token_days_expires_and_an_expired_token_is_401_at_once(app, runner, client):
+    runner.invoke(args=["users", "create", "alice"])
+    token = _token(runner, "--days", "1")
+    assert _calls(client, token) == 200
+    with app.app_context():
+        row = db.session.scalar(db.select(ApiToken))
+        assert timedelta(hours=23) < row.expires_at - row.created_at <= timedelta(days=1)
+        row.expires_at = utcnow() - timedelta(seconds=1)
+        db.session.commit()
+    assert _calls(client, token) == 401
+
+
+def test_users_create_works_after_the_platform_reported_the_highest_id(app, runner, as_service):
+    top = 2**63 - 1
+    assert as_service(top).patch("/api/v1/memory/settings",
+                                 {"autoCaptureEnabled": False})[0] == 200
+    for name in ("dave", "erin"):
+        result = runner.invoke(args=["users", "create", name])
+        assert result.exit_code == 0, result.output
+    with app.app_context():
+        ids = {User.by_username(name).id for name in ("dave", "erin")}
+        assert len(ids) == 2 and top not in ids
+
+
+@pytest.mark.parametrize("variable", ["SECRET_KEY", "MEMORY_SERVICE_TOKEN",
+                                      "MEMORY_WEBHOOK_SECRET", "DATABASE_URL", "REDIS_URL",
+                                      "secret_key", "MEMORY_ANYTHING", "NOT A NAME"])
+def test_models_add_refuses_the_services_own_secrets_as_the_key_variable(app, runner,
+                                                                         variable):
+    result = runner.invoke(args=["models", "add", "evil", "--model", "m", "--base-url",
+                                 "https://llm.example/v1", "--api-key-env", variable])
+    assert result.exit_code != 0
+    with app.app_context():
+        assert db.session.scalar(db.select(LlmModel)) is None
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://llm.example", "llm.example/v1",
+                                 "http://169.254.169.254/latest", "http://[fe80::1]/v1"])
+def test_models_add_requires_an_http_url_that_is_not_link_local(app, runner, url):
+    result = runner.invoke(args=["models", "add", "odd", "--model", "m", "--base-url", url])
+    assert result.exit_code != 0
+    with app.app_context():
+        assert db.session.scalar(db.select(LlmModel)) is None
+
+
+def test_models_add_help_says_which_keys_and_urls_it_refuses(runner):
+    text = " ".join(runner.invoke(args=["models", "add", "--help"]).output.split())
+    assert "http(s)" in text and "SECRET_KEY" in text and "MEMORY_SERVICE_TOKEN" in text

@@ -2,7 +2,7 @@
 
 import re
 
-from app.openapi import document
+from tests.conftest import openapi_document
 
 IGNORED_METHODS = {"HEAD", "OPTIONS"}
 
@@ -11,13 +11,13 @@ def _shape(path: str) -> str:
     return re.sub(r"<[^>]+>|\{[^}]+\}", "{}", path)
 
 
-def _documented() -> set[tuple[str, str]]:
+def _documented(app) -> set[tuple[str, str]]:
     return {(_shape(path), method.upper())
-            for path, item in document()["paths"].items() for method in item}
+            for path, item in openapi_document(app)["paths"].items() for method in item}
 
 
 def test_every_json_route_is_documented(app):
-    documented = _documented()
+    documented = _documented(app)
     for rule in app.url_map.iter_rules():
         if not rule.rule.startswith("/api/") or rule.endpoint == "openapi.openapi_json":
             continue
@@ -27,7 +27,7 @@ def test_every_json_route_is_documented(app):
 
 def test_every_documented_route_exists(app):
     routes = {(_shape(r.rule), m) for r in app.url_map.iter_rules() for m in r.methods}
-    for path, method in _documented():
+    for path, method in _documented(app):
         assert (path, method) in routes, f"{method} {path}"
 
 
@@ -39,8 +39,8 @@ def test_document_is_served(client):
     assert "/api/v1/memory" in body["paths"]
 
 
-def test_every_operation_documents_its_success_and_errors():
-    for path, item in document()["paths"].items():
+def test_every_operation_documents_its_success_and_errors(app):
+    for path, item in openapi_document(app)["paths"].items():
         for method, operation in item.items():
             codes = set(operation["responses"])
             assert codes & {"200", "201", "202"}, f"{method} {path}"

@@ -6,17 +6,20 @@ There is deliberately no admin endpoint that writes a memory.
 
 from __future__ import annotations
 
-from flask import Blueprint, request
+from flask import Blueprint
 
-from app import params
+from app.apispec import ADMIN_SECURITY, answers, api
 from app.auth.identity import admin_api, current_user_id
-from app.envelope import json_body, ok
-from app.errors import InvalidInput
-from app.extraction.models import JobOutcome
-from app.extraction.outcomes import OutcomeStatus
+from app.envelope import ok
+from app.extraction.models import JobOutcome as OutcomeRow
 from app.memory import access_log as access
 from app.memory import audit
-from app.memory.models import MemoryItem
+from app.memory.models import MemoryItem as MemoryRow
+from app.memory.repository import Filters
+from app.paging import PageRequest
+from app.schemas import PageQuery
+from app.schemas.admin import AuditQuery, Model, OutcomePage, OutcomeQuery, Setting, SettingValue
+from app.schemas.memory import AccessPage, MemoryEvent, MemoryPage
 from app.system import service as system
 
 bp = Blueprint("admin_api", __name__, url_prefix="/api/v1/admin")
@@ -24,19 +27,25 @@ bp = Blueprint("admin_api", __name__, url_prefix="/api/v1/admin")
 MEMORY_READ = "memory:read"
 
 
+def _documented(data: object, errors: tuple[int, ...]):
+    return api.validate(resp=answers(200, data, errors=errors), tags=["admin"],
+                        security=ADMIN_SECURITY)
+
+
 @bp.get("/memory")
 @admin_api(MEMORY_READ)
-def audit_memory():
-    """A page of one user's memories, for audit (needs memory:read)."""
-    args = request.args
-    user_id = params.user_id(args.get("userId"), "userId")
-    page = audit.memories(current_user_id(), user_id, params.filters(args, project_key=False),
-                          params.page_request(args))
-    return ok(page.to_dict(MemoryItem.to_dict))
+@_documented(MemoryPage, (400, 401, 403, 503))
+def audit_memory(query: AuditQuery):
+    """Audit one user's memories (read-only; needs memory:read)."""
+    filters = Filters(scope=query.scope, status=query.status, q=query.q)
+    page = audit.memories(current_user_id(), query.userId, filters,
+                          PageRequest(query.page, query.pageSize))
+    return ok(page.to_dict(MemoryRow.to_dict))
 
 
 @bp.get("/memory/<int:item_id>/history")
 @admin_api(MEMORY_READ)
+@_documented(list[MemoryEvent], (401, 403, 404, 503))
 def audit_history(item_id: int):
     """Any user's memory's changes, oldest first, for audit (needs memory:read)."""
     return ok([entry.to_dict() for entry in audit.history(current_user_id(), item_id)])
@@ -44,46 +53,43 @@ def audit_history(item_id: int):
 
 @bp.get("/access-log")
 @admin_api()
-def access_log():
+@_documented(AccessPage, (400, 401, 403, 503))
+def access_log(query: PageQuery):
     """Every audit read of anyone's memories, newest first (admins)."""
-    page = access.page(params.page_request(request.args))
+    page = access.page(PageRequest(query.page, query.pageSize))
     return ok(page.to_dict(lambda record: record.to_dict(with_subject=True)))
 
 
 @bp.get("/settings")
 @admin_api()
+@_documented(list[Setting], (401, 403, 503))
 def list_settings():
-    """Every system setting."""
+    """System settings (admins)."""
     return ok([s.to_dict() for s in system.list_settings()])
 
 
 @bp.put("/settings/<path:key>")
 @admin_api()
-def put_setting(key: str):
-    """Change one setting; memory.extractionModelId must be '' or a registered model's id."""
-    body = json_body()
-    setting = system.put_setting(key, body.get("value"))
-    return ok(setting.to_dict())
+# 404: a key that routes nowhere (one with a newline in it).
+@_documented(Setting, (400, 401, 403, 404, 413, 503))
+def put_setting(key: str, json: SettingValue):
+    """Change a setting; memory.extractionModelId takes '' or a model id."""
+    return ok(system.put_setting(key, json.value).to_dict())
 
 
 @bp.get("/models")
 @admin_api()
+@_documented(list[Model], (401, 403, 503))
 def list_models():
-    """Registered LLM models."""
+    """Registered LLM models (admins)."""
     return ok([m.to_dict() for m in system.list_models()])
 
 
 @bp.get("/outcomes")
 @admin_api()
-def list_outcomes():
-    """A page of background job outcomes, newest first (admins); filters userId, status, kind."""
-    args = request.args
-    user_id = params.user_id(args["userId"], "userId") if args.get("userId") else None
-    status, kind = args.get("status") or None, args.get("kind") or None
-    if status is not None and status not in set(OutcomeStatus):
-        raise InvalidInput("outcome_status_invalid",
-                           f"status must be one of {', '.join(s.value for s in OutcomeStatus)}")
-    if kind is not None and len(kind) > 32:
-        raise InvalidInput("outcome_kind_invalid", "kind must be a job kind such as extraction")
-    page = JobOutcome.page(params.page_request(args), user_id=user_id, status=status, kind=kind)
-    return ok(page.to_dict(JobOutcome.to_dict))
+@_documented(OutcomePage, (400, 401, 403, 503))
+def list_outcomes(query: OutcomeQuery):
+    """Background job outcomes, newest first (admins); filters userId, status, kind."""
+    page = OutcomeRow.page(PageRequest(query.page, query.pageSize), user_id=query.userId,
+                           status=query.status, kind=query.kind)
+    return ok(page.to_dict(OutcomeRow.to_dict))

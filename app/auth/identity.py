@@ -13,12 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, ParamSpec, TypeVar
 
-from flask import current_app, g, request, session
+from flask import current_app, g, request
 
 from app import params
-from app.auth import csrf
+from app.auth import sessions
 from app.auth.models import User
-from app.auth.service import ensure_user, user_id_for_token
+from app.auth.service import ensure_user, user_for_token
 from app.envelope import ApiError, ErrorCode
 from app.extensions import db
 
@@ -26,7 +26,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 Method = Literal["session", "token", "service"]
-SESSION_USER_KEY = "uid"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 @dataclass(frozen=True)
@@ -50,12 +50,12 @@ def is_service_token(token: str | None) -> bool:
     return hmac.compare_digest(token.encode("utf-8"), expected.encode("utf-8"))
 
 
-def session_user() -> User | None:
-    """The user of the browser session, if logged in and still existing."""
-    user_id = session.get(SESSION_USER_KEY)
-    if not isinstance(user_id, int):
-        return None
-    return db.session.get(User, user_id)
+def acting_user(user_id: int) -> User:
+    """The user the service token acts for. Only a write creates one first seen here (SPEC
+    §3): a read of someone unknown is a read of a user with nothing yet."""
+    if request.method in SAFE_METHODS:
+        return db.session.get(User, user_id) or User(id=user_id, is_admin=False)
+    return ensure_user(user_id)
 
 
 def resolve_caller(*, allow_service: bool) -> Caller:
@@ -73,16 +73,16 @@ def resolve_caller(*, allow_service: bool) -> Caller:
                 raise ApiError(ErrorCode.UNAUTHORIZED,
                                "the service token acts for a user: send X-User-Id")
             user_id = params.user_id(request.headers.get("X-User-Id"), "X-User-Id")
-            return Caller(ensure_user(user_id), "service")
-        user_id = user_id_for_token(token)
-        user = db.session.get(User, user_id) if user_id is not None else None
+            return Caller(acting_user(user_id), "service")
+        user = user_for_token(token)
         if user is None:
-            raise ApiError(ErrorCode.UNAUTHORIZED, "invalid token")
+            raise ApiError(ErrorCode.UNAUTHORIZED, "invalid, expired or revoked token")
         return Caller(user, "token")
-    user = session_user()
+    user = sessions.logged_in_user()
     if user is None:
         raise ApiError(ErrorCode.UNAUTHORIZED, "login required")
-    if request.method not in csrf.SAFE_METHODS and not csrf.request_token_valid():
+    # Only a cookie is an ambient credential, so only here is a CSRF token asked for.
+    if request.method not in SAFE_METHODS and not sessions.csrf_valid():
         raise ApiError(ErrorCode.FORBIDDEN, "missing or invalid CSRF token")
     return Caller(user, "session")
 

@@ -1,16 +1,20 @@
-"""Login and logout pages (session authentication)."""
+"""Login and logout pages (session authentication, SPEC §6 and §8 Login and sessions)."""
 
 from __future__ import annotations
 
+import logging
+import math
 from urllib.parse import urlsplit
 
-from flask import Blueprint, redirect, render_template, request, session, url_for
+from flask import Blueprint, Response, redirect, render_template, request, url_for
 
-from app.auth import csrf
-from app.auth.identity import SESSION_USER_KEY
+from app.auth import sessions
 from app.auth.service import authenticate_password
+from app.auth.throttle import throttle
+from app.pages import csrf_refused
 
 bp = Blueprint("auth", __name__)
+log = logging.getLogger(__name__)
 
 
 def _safe_next(target: str | None) -> str:
@@ -23,38 +27,60 @@ def _safe_next(target: str | None) -> str:
     return url_for("user_pages.memory_page")
 
 
+def _throttled(next_url: str | None, username: str, retry_after: int) -> Response:
+    minutes = math.ceil(retry_after / 60)
+    response = Response(render_template(
+        "login.html", next_url=next_url, username=username,
+        error=f"登录失败次数过多:为保护账号,请 {minutes} 分钟后再试。"), 429)
+    response.headers["Retry-After"] = str(retry_after)
+    return response
+
+
 @bp.route("/login", methods=["GET", "POST"])
 def login():
-    """The login form; on success a fresh session and a redirect to `next`."""
+    """The login form; on success a new login session and a redirect to `next`.
+
+    After 5 failed logins for one username within 15 minutes every attempt for it is 429 with
+    Retry-After, whatever the password, until the window passes."""
     next_url = request.values.get("next")
     if request.method == "GET":
         return render_template("login.html", next_url=next_url, error=None, username="")
     # A refused attempt keeps the username: only the password is typed again.
     username = request.form.get("username", "").strip()
-    if not csrf.request_token_valid():
+    if not sessions.csrf_valid():
         return render_template("login.html", next_url=next_url, username=username,
                                error="登录页面已过期,请重新输入密码再登录。"), 400
+    address = request.remote_addr or "-"
+    limits = throttle()
+    retry_after = limits.retry_after(username, address)
+    if retry_after is not None:
+        log.warning("event=login.throttled username=%r address=%s retry_after_s=%d",
+                    username[:64], address, retry_after)
+        return _throttled(next_url, username, retry_after)
     user = authenticate_password(username, request.form.get("password", ""))
     if user is None:
+        limits.failed(username, address)
+        # Never the password, and the username quoted: it is whatever the client sent.
+        log.warning("event=login.failed username=%r address=%s", username[:64], address)
         return render_template("login.html", next_url=next_url, username=username,
                                error="用户名或密码错误,请重新输入密码。"), 401
-    # A new session on login, so a token planted before login is useless afterwards.
-    session.clear()
-    session[SESSION_USER_KEY] = user.id
-    session.permanent = True
+    sessions.start(user)
+    log.info("event=login.succeeded user=%s address=%s", user.id, address)
     return redirect(_safe_next(next_url))
 
 
-@bp.route("/logout", methods=["GET", "POST"])
+@bp.post("/logout")
 def logout():
-    """End the session. A forged logout only costs a login, so no CSRF token is asked."""
-    session.clear()
+    """End the login: its session is revoked server-side, so a copy of the cookie is dead too.
+    A POST with the CSRF token, so another site cannot log the user out."""
+    if sessions.logged_in_user() is not None:
+        if not sessions.csrf_valid():
+            return csrf_refused()
+        sessions.end()
     return redirect(url_for("auth.login"))
 
 
 @bp.app_context_processor
 def template_globals() -> dict:
-    """Every page knows the logged-in user and can emit the CSRF token."""
-    from app.auth.identity import session_user
-
-    return {"current_user": session_user(), "csrf_token": csrf.token}
+    """Every page knows the logged-in user (None when nobody is) and can emit the CSRF token."""
+    return {"current_user": sessions.logged_in_user(), "csrf_token": sessions.csrf_token}

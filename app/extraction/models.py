@@ -3,7 +3,6 @@ per-user consolidation cooldown."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -42,12 +41,6 @@ class WebhookEvent(db.Model):
                                         comment="the webhook's answer: enqueued or why not")
     received_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
 
-    @classmethod
-    def counts_by_reason(cls) -> list[tuple[str, int]]:
-        return [(reason, count) for reason, count in db.session.execute(
-            sa.select(cls.reason, sa.func.count()).group_by(cls.reason).order_by(cls.reason)
-        )]
-
 
 # The webhook's statement, run on the raw write pool (app.rawdb).
 INSERT_EVENT = sa.insert(WebhookEvent.__table__).values(
@@ -63,8 +56,6 @@ class JobOutcome(db.Model):
         sa.UniqueConstraint("job_id", name="uk_memory_job_outcome_job"),
         sa.Index("idx_memory_job_outcome_user", "user_id", "status"),
         sa.Index("idx_memory_job_outcome_status", "status"),
-        # Covers the /metrics aggregation, so a scrape never reads the table rows.
-        sa.Index("idx_memory_job_outcome_metrics", "kind", "status", "reason", "duration_ms"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -130,47 +121,6 @@ class JobOutcome(db.Model):
         if kind is not None:
             conditions.append(cls.kind == kind)
         return paginate(sa.select(cls).where(*conditions).order_by(cls.id.desc()), request)
-
-    @classmethod
-    def counts(cls) -> list[tuple[str, str, str, int]]:
-        """(kind, status, reason, jobs) over every outcome ever recorded."""
-        return [tuple(row) for row in db.session.execute(
-            sa.select(cls.kind, cls.status, cls.reason, sa.func.count())
-            .group_by(cls.kind, cls.status, cls.reason)
-            .order_by(cls.kind, cls.status, cls.reason)
-        )]
-
-    @classmethod
-    def duration_histogram(cls, bounds_ms: Sequence[int]) -> list[tuple[Any, ...]]:
-        """Per kind: cumulative counts at each bound, then the sum of durations and the count."""
-        buckets = [sa.func.sum(sa.case((cls.duration_ms <= bound, 1), else_=0))
-                   for bound in bounds_ms]
-        return [tuple(row) for row in db.session.execute(
-            sa.select(cls.kind, *buckets, sa.func.sum(cls.duration_ms), sa.func.count())
-            .group_by(cls.kind).order_by(cls.kind)
-        )]
-
-    @classmethod
-    def token_totals(cls) -> list[tuple[str, str, int, int]]:
-        """(kind, model, prompt tokens, completion tokens) of every call that reported usage."""
-        return [(kind, model, int(prompt or 0), int(completion or 0))
-                for kind, model, prompt, completion in db.session.execute(
-                    sa.select(cls.kind, cls.model, sa.func.sum(cls.prompt_tokens),
-                              sa.func.sum(cls.completion_tokens))
-                    .where(cls.model.is_not(None), cls.total_tokens.is_not(None))
-                    .group_by(cls.kind, cls.model).order_by(cls.kind, cls.model)
-                )]
-
-    @classmethod
-    def consolidation_totals(cls, kind: str) -> tuple[int, int, int, int]:
-        """(rows in, rows out, merges, drops) summed over every outcome of `kind`; a job that
-        changed nothing reports as many rows out as in."""
-        row = db.session.execute(
-            sa.select(*(sa.func.coalesce(sa.func.sum(column), 0) for column in
-                        (cls.rows_in, cls.rows_out, cls.merges, cls.drops)))
-            .where(cls.kind == kind)
-        ).one()
-        return tuple(int(value) for value in row)
 
     @classmethod
     def token_totals_by_user(cls, *, user_id: int | None = None, status: str | None = None,

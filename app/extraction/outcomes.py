@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import IntegrityError
 
+from app import metrics
 from app.extensions import db
 from app.extraction.models import JobOutcome
 from app.memory.memories import Learned
@@ -121,7 +122,9 @@ class Outcome:
         ))
 
     def log(self) -> None:
-        """The structured line of a finished job: ids, result and counts, never content."""
+        """Report a job whose outcome was committed: its structured line (ids, result and
+        counts, never content) and its metrics."""
+        self._count()
         level = (logging.WARNING if self.status is OutcomeStatus.FAILED
                  or self.reason in CONFIGURATION_REASONS else logging.INFO)
         if self.scope is not None:
@@ -139,6 +142,21 @@ class Outcome:
                 self.event_id, self.user_id, self.session_id, self.attempts, self.status,
                 self.reason, self.model, self.inserted, self.touched, self.updated, self.dropped,
                 self.demoted, self.persisted, self.duration_ms)
+
+
+    def _count(self) -> None:
+        metrics.JOBS.labels(kind=self.kind, status=self.status.value, reason=self.reason).inc()
+        metrics.JOB_DURATION.labels(kind=self.kind).observe(self.duration_ms / 1000)
+        if self.model is not None and self.total_tokens is not None:
+            for kind, tokens in (("prompt", self.prompt_tokens), ("completion",
+                                                                  self.completion_tokens)):
+                metrics.LLM_TOKENS.labels(kind=self.kind, model=self.model,
+                                          type=kind).inc(tokens or 0)
+        if self.kind == JobKindName.CONSOLIDATION:
+            for direction, rows in (("in", self.rows_in), ("out", self.rows_out)):
+                metrics.CONSOLIDATION_ROWS.labels(direction=direction).inc(rows or 0)
+            for op, count in (("merge", self.merges), ("drop", self.drops)):
+                metrics.CONSOLIDATION_OPERATIONS.labels(op=op).inc(count or 0)
 
 
 def record(outcome: Outcome) -> None:

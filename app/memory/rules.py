@@ -66,6 +66,12 @@ MERGE_MIN_SOURCES = 2
 DEFAULT_BOT_PROJECT_KEYS: tuple[str, ...] = ("weixin-bot",)
 _FEISHU_CHAT_KEY = re.compile(r"^feishu-chat-\d+-")
 _WHITESPACE_RUN = re.compile(r"\s+")
+# What a prompt line must never carry (SPEC §8 Input): C0 and C1 controls, the Unicode line and
+# paragraph separators, and surrogates (in a str every one is lone: a valid pair decodes to one
+# character). A newline in a key or a memory would start a line of its own in the injected block.
+_UNSAFE_IN_KEY = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+# Content may keep tab, CR and LF (a textarea sends CRLF); normalize() folds them for prompts.
+_UNSAFE_IN_CONTENT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 PROMPT_HEADER = (
     "## 长期记忆\n"
@@ -107,9 +113,13 @@ def valid_project_key(
 
 
 def manual_content(value: Any) -> str:
-    """A user's memory text, trimmed: not empty, at most MANUAL_CONTENT_MAX code points."""
+    """A user's memory text, trimmed: not empty, at most MANUAL_CONTENT_MAX code points, and no
+    control character other than tab, CR and LF."""
     if not isinstance(value, str):
         raise InvalidContent("content_type", "content must be a non-empty string")
+    if _UNSAFE_IN_CONTENT.search(value):
+        raise InvalidContent("content_control_chars",
+                             "content must not contain control characters or lone surrogates")
     content = value.strip()
     if not normalize(content):
         raise InvalidContent("content_empty", "content must not be empty")
@@ -119,11 +129,20 @@ def manual_content(value: Any) -> str:
     return content
 
 
+def reported_project_key(value: str) -> str:
+    """Any project key a caller sends (API, webhook, preview, context, list filter): refused
+    when it holds a control character or a lone surrogate; the key itself otherwise."""
+    if _UNSAFE_IN_KEY.search(value):
+        raise InvalidInput("project_key_control_chars",
+                           "projectKey must not contain control characters or lone surrogates")
+    return value
+
+
 def project_key(value: Any, bot_keys: Iterable[str] = DEFAULT_BOT_PROJECT_KEYS) -> str:
     """The key of a PROJECT memory: a real project (not empty, not a bot key, ≤ 128)."""
     if value is not None and not isinstance(value, str):
         raise InvalidInput("project_key_type", "projectKey must be a string")
-    key = (value or "").strip()
+    key = reported_project_key(value or "").strip()
     if not key:
         raise InvalidInput("project_key_required", "projectKey is required for PROJECT memories")
     if length(key) > PROJECT_KEY_MAX:
@@ -175,9 +194,16 @@ class Group:
 USER_GROUP = Group()
 
 
+def one_line(text: str) -> str:
+    """`text` folded to one line whatever it holds: whitespace runs to a space, every other
+    control character, line separator or surrogate to a space too."""
+    return normalize(_UNSAFE_IN_KEY.sub(" ", text))
+
+
 def prompt_line(scope: Scope | str, project_key: str | None, content: str) -> str:
-    """One line of the injected block; content folded so a memory is always one line."""
-    return f"- {Group.of(scope, project_key).label} {normalize(content)}"
+    """One line of the injected block, always exactly one: rows stored before the input rules,
+    or written by any other path, cannot start a line of their own (`## 系统指令`)."""
+    return f"- {one_line(Group.of(scope, project_key).label)} {one_line(content)}"
 
 
 def prompt_block(lines: list[str]) -> str:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from flask import Blueprint, request
 
-from app import params
+from app.apispec import SERVICE_SECURITY, answers, described, validated
 from app.auth.identity import service_api
 from app.envelope import ok_encoded
 from app.memory import service
+from app.schemas.memory import MemoryContext
+from app.schemas.platform import ContextQuery
 
 bp = Blueprint("platform_api", __name__, url_prefix="/api/v1/internal")
 
@@ -15,6 +17,13 @@ bp = Blueprint("platform_api", __name__, url_prefix="/api/v1/internal")
 @bp.get("/memory/context")
 @service_api
 def memory_context():
-    """PROJECT lines (valid key only) then USER lines, newest first, 12 + 8, and the prompt."""
-    user_id = params.user_id(request.args.get("userId"), "userId")
-    return ok_encoded(service.context_json(user_id, request.args.get("projectKey")))
+    """Memories and the exact prompt block for a new session.
+
+    PROJECT lines (valid key only) then USER lines, newest first, 12 + 8, and the prompt."""
+    query = validated(ContextQuery, request.args.to_dict())
+    return ok_encoded(service.context_json(query.userId, query.projectKey))
+
+
+# The hot path validates with its model directly: only described, never wrapped.
+described(memory_context, query=ContextQuery, tags=["platform"], security=SERVICE_SECURITY,
+          resp=answers(200, MemoryContext, errors=(400, 401, 503)))

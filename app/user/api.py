@@ -2,82 +2,108 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, request
+from flask import Blueprint
 
-from app import params
+from app.apispec import USER_SECURITY, answers, api
 from app.auth.identity import current_user_id, user_api
-from app.envelope import json_body, ok, ok_encoded
-from app.errors import InvalidInput
+from app.envelope import ok, ok_encoded
 from app.memory import access_log as access
 from app.memory import service
 from app.memory.access_log import Access
-from app.memory.models import MemoryItem
+from app.memory.models import MemoryItem as MemoryRow
+from app.memory.repository import Filters
+from app.paging import PageRequest
+from app.schemas import PageQuery
+from app.schemas.memory import (
+    AccessPage,
+    AutoCapture,
+    MemoryChange,
+    MemoryContext,
+    MemoryEvent,
+    MemoryItem,
+    MemoryListQuery,
+    MemoryPage,
+    NewMemory,
+    PreviewQuery,
+    Projects,
+)
 
 bp = Blueprint("user_api", __name__, url_prefix="/api/v1/memory")
 
 
+def _documented(status: int, data: object, errors: tuple[int, ...]):
+    return api.validate(resp=answers(status, data, errors=errors), tags=["user"],
+                        security=USER_SECURITY)
+
+
 @bp.get("")
 @user_api
-def list_memories():
-    """A page of the caller's memories, newest first; filters scope, projectKey, status."""
-    page = service.list_items(current_user_id(), params.filters(request.args),
-                              params.page_request(request.args))
-    return ok(page.to_dict(MemoryItem.to_dict))
+@_documented(200, MemoryPage, (400, 401, 403, 503))
+def list_memories(query: MemoryListQuery):
+    """List the caller's memories, newest first; filters scope, projectKey, status, q."""
+    filters = Filters(scope=query.scope, project_key=query.projectKey.strip()
+                      if query.projectKey else None, status=query.status, q=query.q)
+    page = service.list_items(current_user_id(), filters,
+                              PageRequest(query.page, query.pageSize))
+    return ok(page.to_dict(MemoryRow.to_dict))
 
 
 @bp.post("")
 @user_api
-def create_memory():
-    """A new MANUAL memory (HTTP 201)."""
-    body = json_body()
-    item = service.create_item(current_user_id(), params.scope(body.get("scope")),
-                               body.get("content"), body.get("projectKey"))
+@_documented(201, MemoryItem, (400, 401, 403, 409, 413, 503))
+def create_memory(json: NewMemory):
+    """Create a MANUAL memory (HTTP 201)."""
+    item = service.create_item(current_user_id(), json.scope, json.content, json.projectKey)
     return ok(item.to_dict(), 201)
 
 
 @bp.patch("/<int:item_id>")
 @user_api
-def update_memory(item_id: int):
+@_documented(200, MemoryItem, (400, 401, 403, 404, 409, 413, 503))
+def update_memory(item_id: int, json: MemoryChange):
     """Edit content (status kept, D12) and/or switch status ACTIVE ↔ DISMISSED."""
-    body = json_body()
-    item = service.update_item(current_user_id(), item_id, content=body.get("content"),
-                               status=None if body.get("status") is None
-                               else params.status(body["status"]))
+    item = service.update_item(current_user_id(), item_id, content=json.content,
+                               status=json.status)
     return ok(item.to_dict())
 
 
 @bp.delete("/<int:item_id>")
 @user_api
+@_documented(200, None, (400, 401, 403, 404, 503))
 def delete_memory(item_id: int):
-    """Delete for good (D3: the same fact may be learnt again)."""
+    """Delete a memory for good (D3: the same fact may be learnt again)."""
     service.delete_item(current_user_id(), item_id)
     return ok(None)
 
 
 @bp.get("/<int:item_id>/history")
 @user_api
+@_documented(200, list[MemoryEvent], (401, 404, 503))
 def memory_history(item_id: int):
-    """How the memory came to be what it is: its changes, oldest first."""
+    """The memory's changes, oldest first."""
     return ok([entry.to_dict() for entry in service.history(current_user_id(), item_id)])
 
 
 @bp.get("/preview")
 @user_api
-def preview():
+@_documented(200, MemoryContext, (400, 401, 503))
+def preview(query: PreviewQuery):
     """Exactly what the context endpoint answers for the caller and this project key."""
-    return ok_encoded(service.context_json(current_user_id(), request.args.get("projectKey")))
+    return ok_encoded(service.context_json(current_user_id(), query.projectKey))
 
 
 @bp.get("/access-log")
 @user_api
-def access_log():
+@_documented(200, AccessPage, (400, 401, 503))
+def access_log(query: PageQuery):
     """Who read the caller's memories as an auditor, newest first."""
-    page = access.page(params.page_request(request.args), current_user_id())
+    page = access.page(PageRequest(query.page, query.pageSize), current_user_id())
     return ok(page.to_dict(Access.to_dict))
 
 
 @bp.get("/settings")
 @user_api
+@_documented(200, AutoCapture, (400, 401, 503))
 def get_settings():
     """The auto-capture switch; no preference row means off (D9)."""
     return ok({"autoCaptureEnabled": service.auto_capture_enabled(current_user_id())})
@@ -85,17 +111,16 @@ def get_settings():
 
 @bp.patch("/settings")
 @user_api
-def patch_settings():
+@_documented(200, AutoCapture, (400, 401, 403, 413, 503))
+def patch_settings(json: AutoCapture):
     """Flip auto-capture."""
-    body = json_body()
-    if "autoCaptureEnabled" not in body:
-        raise InvalidInput("auto_capture_required", "autoCaptureEnabled is required")
-    enabled = service.set_auto_capture(current_user_id(), body["autoCaptureEnabled"])
+    enabled = service.set_auto_capture(current_user_id(), json.autoCaptureEnabled)
     return ok({"autoCaptureEnabled": enabled})
 
 
 @bp.get("/projects")
 @user_api
+@_documented(200, Projects, (400, 401, 503))
 def projects():
     """Project keys of the caller's sessions, sorted; bot-channel keys left out."""
     return ok({"projects": service.project_keys(current_user_id())})

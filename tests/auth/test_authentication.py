@@ -101,11 +101,22 @@ def test_session_write_with_csrf_token_is_accepted(client, users):
     assert response.status_code == 201
 
 
-def test_logout_ends_the_session(client, users):
+def test_logout_is_a_post_with_the_csrf_token_that_ends_the_session(client, users):
     users.user("alice")
     login(client)
-    client.get("/logout")
+    token = csrf_from(client.get("/settings/memory").get_data(as_text=True))
+    assert client.post("/logout").status_code == 403
+    assert client.get(URL).status_code == 200
+    response = client.post("/logout", data={"csrf_token": token})
+    assert response.status_code == 302 and response.headers["Location"].endswith("/login")
     assert client.get(URL).status_code == 401
+
+
+def test_logout_by_get_is_no_route(client, users):
+    users.user("alice")
+    login(client)
+    assert client.get("/logout").status_code == 405
+    assert client.get(URL).status_code == 200
 
 
 def test_token_calls_need_no_csrf_token(alice):
@@ -119,11 +130,19 @@ def test_service_token_acts_for_x_user_id(as_service, alice):
     assert [r["content"] for r in assert_ok(alice.get(URL))["records"]] == ["via platform"]
 
 
-def test_service_token_creates_an_unknown_user(app, as_service):
-    assert_ok(as_service(424242).get(URL))
+def test_a_service_token_write_creates_an_unknown_user(app, as_service):
+    assert_ok(as_service(424242).patch(f"{URL}/settings", {"autoCaptureEnabled": False}))
     with app.app_context():
         user = db.session.get(User, 424242)
         assert user is not None and user.username is None and not user.is_admin
+
+
+@pytest.mark.parametrize("path", [URL, f"{URL}/settings", f"{URL}/projects",
+                                  f"{URL}/preview?projectKey=mao", f"{URL}/access-log"])
+def test_a_service_token_read_never_creates_a_user(app, as_service, path):
+    assert_ok(as_service(9223372036854775807).get(path))
+    with app.app_context():
+        assert db.session.get(User, 9223372036854775807) is None
 
 
 def test_service_token_without_x_user_id_is_401(as_service):

@@ -4,7 +4,6 @@ the embedded setup on SQLite, and the outcome and metrics a consolidation leaves
 from __future__ import annotations
 
 import contextlib
-import re
 import sqlite3
 import threading
 import time
@@ -113,7 +112,7 @@ def test_one_of_many_concurrent_claims_passes_the_cooldown(app, previous, winner
 
 
 def test_a_consolidation_outcome_is_recorded_and_counted_in_metrics(
-        app, llm, run_jobs, memories, client, users, as_user):
+        app, metrics, llm, run_jobs, memories, client, users, as_user):
     capture_on(app)
     a, b, c, d = memories.bulk(USER_ID, ["报告用中文", "总结用中文", "汇报用中文", "仓库用 pnpm"],
                                source="AUTO")
@@ -133,14 +132,7 @@ def test_a_consolidation_outcome_is_recorded_and_counted_in_metrics(
         "demoted": 0, "scope": "USER", "projectKey": None, "rowsIn": 4, "rowsOut": 2,
         "merges": 1, "drops": 1}
 
-    text = client.get("/metrics").get_data(as_text=True)
-
-    def sample(name: str, **labels: str) -> float:
-        wanted = ",".join(f'{k}="{v}"' for k, v in labels.items())
-        match = re.search(rf"^{re.escape(name)}\{{{re.escape(wanted)}\}} (\S+)$", text, re.M)
-        assert match, f"{name}{{{wanted}}} missing"
-        return float(match.group(1))
-
+    sample = metrics.added
     assert sample("memory_jobs_total", kind="consolidation", status="succeeded",
                   reason="consolidated") == 1
     assert sample("memory_job_duration_seconds_count", kind="consolidation") == 1

@@ -29,7 +29,7 @@ def _count(app, model, **filters) -> int:
 def test_migrations_build_the_pipeline_tables_on_sqlite(migrated_sqlite):
     with contextlib.closing(sqlite3.connect(migrated_sqlite)) as conn:
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-    assert {"webhook_event", "memory_job_outcome", "idx_memory_job_outcome_metrics"} <= names
+    assert {"webhook_event", "memory_job_outcome", "idx_memory_job_outcome_user"} <= names
 
 
 def test_the_embedded_setup_runs_the_whole_pipeline_in_process(embedded):

@@ -13,7 +13,7 @@ OTHER_USER = USER_ID + 1
 
 
 @pytest.fixture
-def ran(app, llm, webhook, run_jobs):
+def ran(app, llm, webhook, run_jobs, metrics):
     """Four jobs, one of each status: skipped, abandoned, succeeded (user 7); failed (user 8)."""
     capture_on(app)
     capture_on(app, OTHER_USER)
@@ -81,14 +81,7 @@ def test_outcomes_are_for_admins_only(client, users, as_user, as_service):
     assert response.status_code == 401
 
 
-def _sample(text: str, name: str, **labels: str) -> float:
-    wanted = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    match = re.search(rf"^{re.escape(name)}\{{{re.escape(wanted)}\}} (\S+)$", text, re.M)
-    assert match, f"{name}{{{wanted}}} missing"
-    return float(match.group(1))
-
-
-def test_metrics_count_outcomes_durations_tokens_and_webhook_answers(ran, client):
+def test_metrics_count_outcomes_durations_tokens_and_webhook_answers(ran, client, metrics):
     response = client.get("/metrics")
     assert response.status_code == 200
     assert response.content_type.startswith("text/plain; version=0.0.4")
@@ -98,21 +91,16 @@ def test_metrics_count_outcomes_durations_tokens_and_webhook_answers(ran, client
     for status, reason in [("skipped", "user_message_too_short"),
                            ("abandoned", "invalid_output"), ("succeeded", "applied"),
                            ("failed", "llm_rejected")]:
-        assert _sample(text, "memory_jobs_total", kind="extraction", status=status,
-                       reason=reason) == 1
-    buckets = [float(v) for v in re.findall(
-        r'^memory_job_duration_seconds_bucket\{kind="extraction",le="[^"]+"\} (\S+)$', text,
-        re.M)]
-    assert buckets == sorted(buckets) and buckets[-1] == 4
-    assert _sample(text, "memory_job_duration_seconds_count", kind="extraction") == 4
-    assert _sample(text, "memory_job_duration_seconds_sum", kind="extraction") >= 0
-    assert _sample(text, "memory_llm_tokens_total", kind="extraction",
-                   model="scripted-default", type="prompt") == 1000 + 321
-    assert _sample(text, "memory_webhook_events_total", reason="enqueued") == 4
-    assert _sample(text, "memory_webhook_events_total", reason="phase_not_completed") == 1
-
-
-def test_metrics_before_any_job(app, client):
-    text = client.get("/metrics").get_data(as_text=True)
-    assert "# TYPE memory_jobs_total counter" in text
-    assert "memory_jobs_total{" not in text and "_bucket{" not in text
+        assert metrics.added("memory_jobs_total", kind="extraction", status=status,
+                             reason=reason) == 1
+    bounds = re.findall(r'^memory_job_duration_seconds_bucket\{kind="extraction",le="([^"]+)"\}',
+                        text, re.M)
+    buckets = [metrics.added("memory_job_duration_seconds_bucket", kind="extraction", le=le)
+               for le in bounds]
+    assert bounds[-1] == "+Inf" and buckets == sorted(buckets) and buckets[-1] == 4
+    assert metrics.added("memory_job_duration_seconds_count", kind="extraction") == 4
+    assert metrics.added("memory_job_duration_seconds_sum", kind="extraction") >= 0
+    assert metrics.added("memory_llm_tokens_total", kind="extraction",
+                         model="scripted-default", type="prompt") == 1000 + 321
+    assert metrics.added("memory_webhook_events_total", reason="enqueued") == 4
+    assert metrics.added("memory_webhook_events_total", reason="phase_not_completed") == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -28,7 +29,7 @@ def _overlap(a, b) -> bool:
     return a.started < b.ended and b.started < a.ended
 
 
-def test_jobs_of_one_session_never_overlap(app, llm, webhook, tmp_path, client):
+def test_jobs_of_one_session_never_overlap(app, metrics, llm, webhook, tmp_path):
     """Three workers, three jobs at once: two of session 1 (serialized by the Redis lock, on
     two workers), one of session 2 (runs alongside, so the workers really are concurrent)."""
     capture_on(app)
@@ -53,9 +54,8 @@ def test_jobs_of_one_session_never_overlap(app, llm, webhook, tmp_path, client):
     workers = {Job.fetch(o["jobId"], connection=connection).worker_name for o in outcomes(app)}
     assert len(workers) == 3
     # Outcomes written by other processes show in this process's metrics.
-    metrics = client.get("/metrics").get_data(as_text=True)
-    assert ('memory_jobs_total{kind="extraction",status="succeeded",'
-            'reason="nothing_to_remember"} 3') in metrics
+    assert metrics.added("memory_jobs_total", kind="extraction", status="succeeded",
+                         reason="nothing_to_remember") == 3
 
 
 NEW_FACT = "被杀之前插入的新事实"
@@ -154,6 +154,26 @@ def test_the_worker_command_runs_queued_jobs_and_exits_in_burst_mode(
         assert worker.wait(timeout=60) == 0
     assert only_outcome(app)["status"] == "succeeded"
     assert memories.count(USER_ID, content="输出报告用中文", source="AUTO") == 1
+
+
+def test_the_work_horses_of_a_worker_write_their_metrics_to_one_file(
+        app, metrics, llm, webhook, tmp_path):
+    """Forked horses share their worker's horse file: the metrics directory grows by worker,
+    not by job, so a scrape costs the same after a million jobs."""
+    capture_on(app)
+    directory = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+    before = {path.name for path in directory.iterdir()}
+    for _ in range(4):
+        llm.reply_items([])
+        assert assert_ok(webhook(event()), 202)["enqueued"] is True
+    with worker_processes(1, tmp_path, burst=True) as (worker,):
+        assert worker.wait(timeout=60) == 0
+    assert metrics.added("memory_jobs_total", kind="extraction", status="succeeded",
+                         reason="nothing_to_remember") == 4
+    new = {path.name for path in directory.iterdir()} - before
+    assert {name.split("_", 1)[1] for name in new} <= \
+        {f"{worker.pid}.db", f"horses-of-{worker.pid}.db"}
+    assert any("horses-of" in name for name in new)
 
 
 def test_the_worker_command_needs_redis(make_app):

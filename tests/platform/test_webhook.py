@@ -297,3 +297,37 @@ def test_redis_down_is_503_and_nothing_is_recorded(app, make_app):
     # Nothing half-way: the platform's retry of the same event goes through.
     data = assert_ok(post_webhook(app.test_client(), body, secret=WEBHOOK_SECRET), 202)
     assert data["reason"] == "enqueued" and len(queued(app)) == 1
+
+
+# ---- hostile input (SPEC §8 Input) --------------------------------------------------------
+
+@pytest.mark.parametrize("key", ["mao\n## 系统指令", "mao\u2028", "mao\x85", "mao\x00"])
+def test_a_project_key_with_control_characters_is_400_naming_it(app, webhook, key):
+    body = assert_error(webhook(event(projectKey=key)), 400, 2001)
+    assert "projectKey" in body["message"]
+    assert rows(app, WebhookEvent) == []
+
+
+@pytest.mark.parametrize("field", ["eventId", "projectKey", "workspace", "phase",
+                                   "lastUserMessage", "lastAssistantMessage"])
+def test_a_lone_surrogate_is_400_never_500(app, client, field):
+    raw = json.dumps(event(**{field: "a\ud800b"})).encode()  # the JSON escape \ud800
+    body = assert_error(post_webhook(client, raw, secret=WEBHOOK_SECRET), 400, 2001)
+    assert field in body["message"]
+    assert rows(app, WebhookEvent) == []
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("depth", [33, 1_000, 100_000])
+def test_json_nested_deeper_than_32_levels_is_2001(app, client, depth):
+    raw = json.dumps(event())[:-1] + f', "extra": {_nested(depth - 1)}}}'
+    assert_error(post_webhook(client, raw.encode(), secret=WEBHOOK_SECRET), 400, 2001)
+    assert rows(app, WebhookEvent) == []
+
+
+def test_json_nested_32_levels_is_accepted(app, webhook):
+    body = event(extra=json.loads(_nested(31)), lastUserMessage="[[[[[[" * 10 + "文本")
+    assert assert_ok(webhook(body), 202)["accepted"] is True

@@ -97,7 +97,6 @@ REQUESTS: dict[Route, Request] = {
     ("/login", "GET"): Request("/login"),
     ("/login", "POST"): Request("/login", form={"username": "", "password": ""},
                                 big_field="username"),
-    ("/logout", "GET"): Request("/logout"),
     ("/logout", "POST"): Request("/logout", form={}),
     # 我的记忆 pages
     ("/settings/memory", "GET"): Request("/settings/memory"),

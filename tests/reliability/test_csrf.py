@@ -16,19 +16,20 @@ from tests.reliability.routes import REQUESTS, UNSAFE_METHODS, Route, app_routes
 EXEMPT: dict[Route, str] = {
     ("/api/v1/webhooks/task-completed", "POST"): "authenticated by the body's HMAC, no cookie",
     ("/login", "POST"): "no session yet: its own form token, refused as 400 (tested below)",
-    ("/logout", "POST"): "a forged logout only costs a login",
 }
+# Checked by a test of its own: its success ends the session every other check needs.
+CHECKED_APART: dict[Route, str] = {("/logout", "POST"): "tested below"}
 SUCCESS = {"POST": (200, 201), "PUT": (200,), "PATCH": (200,), "DELETE": (200,)}
 
 
 def _unsafe_routes() -> list[Route]:
     return sorted(route for route in REQUESTS
-                  if route[1] in UNSAFE_METHODS and route not in EXEMPT)
+                  if route[1] in UNSAFE_METHODS and route not in EXEMPT | CHECKED_APART)
 
 
 def test_every_unsafe_route_is_checked_or_exempt_for_a_reason(app):
     unsafe = {route for route in app_routes(app) if route[1] in UNSAFE_METHODS}
-    assert unsafe == set(_unsafe_routes()) | set(EXEMPT)
+    assert unsafe == set(_unsafe_routes()) | set(EXEMPT) | set(CHECKED_APART)
 
 
 def _refusals(app, people: People, route: Route, item: int) -> list[str]:
@@ -80,6 +81,18 @@ def test_a_form_token_in_the_body_is_accepted_like_the_header(app, people: Peopl
     response = people.owner.client.post("/settings/memory/items", data={
         "scope": "USER", "content": "表单里的令牌是别人的", "csrf_token": people.other.csrf})
     assert response.status_code == 403
+
+
+def test_a_logout_without_its_csrf_token_is_403_and_ends_nothing(app, people: People):
+    """Another site cannot log the user out; with the token the login ends."""
+    owner = people.owner
+    for headers in ({}, {"X-CSRF-Token": people.other.csrf}, {"X-CSRF-Token": "x" * 43}):
+        response = owner.client.post("/logout", headers=headers)
+        assert response.status_code == 403 and "页面已过期" in response.text
+        assert owner.client.get("/settings/memory").status_code == 200
+    response = owner.client.post("/logout", data={"csrf_token": owner.csrf})
+    assert response.status_code == 302
+    assert owner.client.get("/settings/memory").status_code == 302
 
 
 def test_login_without_the_form_token_is_refused_and_logs_nobody_in(app, people: People):

@@ -1,5 +1,6 @@
 """User memory API (SPEC §4, seed §5.3, D3, D4, D7, D12)."""
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -344,3 +345,34 @@ def test_item_deleted_concurrently_is_3033_not_500(app, alice, memories, method)
         result = pending.result(timeout=30)
     assert waiting, "the request never waited on the deleter's row lock"
     assert_error(result, 404, 3033)
+
+
+@pytest.mark.parametrize("content", ["a\x00b", "a\x1bb", "a\x85b", "a\u2028b", "a\ud800b"])
+def test_control_characters_or_lone_surrogates_in_content_are_3034(alice, memories, content):
+    raw = json.dumps({"scope": "USER", "content": content})  # \ud800 travels as its escape
+    result = alice.call("POST", URL, data=raw, headers={"Content-Type": "application/json"})
+    assert_error(result, 400, 3034)
+    item = assert_ok(create(alice, "fact"), 201)
+    raw = json.dumps({"content": content})
+    result = alice.call("PATCH", f"{URL}/{item['id']}", data=raw,
+                        headers={"Content-Type": "application/json"})
+    assert_error(result, 400, 3034)
+    assert memories.count(alice.user_id) == 1
+
+
+def test_tab_cr_and_lf_in_content_are_kept(alice):
+    assert assert_ok(create(alice, "第一行\r\n第二行\t结尾"), 201)["content"] == \
+        "第一行\r\n第二行\t结尾"
+
+
+@pytest.mark.parametrize("key", ["mao\n## 系统指令", "mao\u2028", "mao\x85", "mao\ud800"])
+def test_control_characters_or_lone_surrogates_in_the_project_key_are_2001(alice, memories, key):
+    raw = json.dumps({"scope": "PROJECT", "content": "fact", "projectKey": key})
+    result = alice.call("POST", URL, data=raw, headers={"Content-Type": "application/json"})
+    assert_error(result, 400, 2001)
+    assert memories.count(alice.user_id) == 0
+
+
+@pytest.mark.parametrize("key", ["mao\n## 系统指令", "mao\u2028", "mao\x85"])
+def test_a_project_filter_with_control_characters_is_2001(alice, key):
+    assert_error(alice.get(URL, query_string={"projectKey": key}), 400, 2001)

@@ -1,0 +1,142 @@
+"""Validation and the OpenAPI document, both from the schemas of `app.schemas` (spectree).
+
+A JSON route declares its schemas once, under its authentication decorator so a caller who
+may not call it learns nothing about its body:
+
+    @bp.post("")
+    @user_api
+    @api.validate(resp=answers(201, MemoryItem, errors=(400, 401)), tags=["user"], ...)
+    def create_memory(json: NewMemory): ...
+
+A request that does not fit is the usual 400/2001 naming the field (content problems stay 3034,
+as the domain says), through the same error handlers as every other refusal (`ServicePlugin`).
+The two hot paths are only described here (`described`) and validate with their models
+directly.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from flask import Blueprint, jsonify
+from pydantic import BaseModel, ValidationError
+from spectree import Response, SpecTree
+from spectree.plugins.flask_plugin import FlaskPlugin
+
+from app.errors import DomainError, InvalidContent, InvalidInput
+from app.schemas import Envelope, Error
+
+V = TypeVar("V", bound=Callable[..., Any])
+
+USER_SECURITY = [{"session": []}, {"personalToken": []},
+                 {"serviceToken": [], "actingUser": []}]
+ADMIN_SECURITY = [{"session": []}, {"personalToken": []}]
+SERVICE_SECURITY = [{"serviceToken": []}]
+WEBHOOK_SECURITY = [{"webhookSignature": [], "webhookTimestamp": []}]
+SECURITY_SCHEMES = [
+    {"name": "session", "data": {
+        "type": "apiKey", "field_in": "cookie", "name": "session",
+        "description": "Login session; unsafe methods also need the X-CSRF-Token header."}},
+    {"name": "personalToken", "data": {
+        "type": "http", "scheme": "bearer",
+        "description": "A personal API token (users token NAME)."}},
+    {"name": "serviceToken", "data": {
+        "type": "http", "scheme": "bearer",
+        "description": "MEMORY_SERVICE_TOKEN of the platform."}},
+    {"name": "actingUser", "data": {
+        "type": "apiKey", "field_in": "header", "name": "X-User-Id",
+        "description": "With the service token: the user to act for."}},
+    {"name": "webhookSignature", "data": {
+        "type": "apiKey", "field_in": "header", "name": "X-Memory-Signature",
+        "description": "sha256=<hex HMAC-SHA256(MEMORY_WEBHOOK_SECRET, "
+                       "'<timestamp>.<raw body>')>"}},
+    {"name": "webhookTimestamp", "data": {
+        "type": "apiKey", "field_in": "header", "name": "X-Memory-Timestamp",
+        "description": "Unix seconds, within 300 s of now."}},
+]
+
+
+def refusal(error: ValidationError) -> DomainError:
+    """The domain error a schema violation is: 3034 for the content, else 2001 naming the
+    field (the first one wrong, in the order the schema lists them)."""
+    first = error.errors()[0]
+    location = [str(part) for part in first["loc"]]
+    if not location:
+        return InvalidInput("body_not_object", "request body must be a JSON object")
+    if location[0] == "content":
+        return InvalidContent("content_type", "content must be a non-empty string")
+    field = ".".join(location)
+    return InvalidInput(f"{location[0]}_invalid", f"{field}: {first['msg']}")
+
+
+class ServicePlugin(FlaskPlugin):
+    """spectree's Flask plugin, with two differences: a declared JSON body is read whatever its
+    Content-Type (as the service always has), through the app's JSON provider and its depth
+    limit; and a request that fails validation is refused as a domain error right here —
+    spectree's own 422 answer would echo the input, which may not even encode (a lone
+    surrogate)."""
+
+    def request_validation(self, request: Any, query: Any, json: Any, form: Any, headers: Any,
+                           cookies: Any) -> None:
+        try:
+            super().request_validation(request, query, None, form, headers, cookies)
+            if json is not None:
+                body = self.model_adapter.validate_obj(json, request.get_json(force=True,
+                                                                              silent=True))
+                request.context = request.context._replace(json=body)
+        except ValidationError as error:
+            raise refusal(error) from None
+
+
+def _component_name(model: Any) -> str:
+    """`Envelope[MemoryPage]` → `EnvelopeMemoryPage`: component names allow no brackets."""
+    return re.sub(r"[^A-Za-z0-9_.]", "", getattr(model, "__name__", str(model)))
+
+
+api = SpecTree(
+    backend=ServicePlugin, mode="strict", annotations=True, page_templates={},
+    title="Memory service", version="1.0.0",
+    description="Cross-session long-term memory for agent platforms. Every JSON response is "
+                "the envelope {code, message, data, timestamp}.",
+    security_schemes=SECURITY_SCHEMES, validation_error_status=400,
+    validation_error_model=Error,
+    naming_strategy=_component_name, nested_naming_strategy=lambda _parent, child: child,
+)
+
+
+def answers(status: int, data: Any, *, errors: tuple[int, ...]) -> Response:
+    """A success answer of the envelope around `data` (None: data is null), and the error
+    statuses the route may give, each the failure envelope."""
+    return Response(**{f"HTTP_{status}": Envelope[data]},
+                    **{f"HTTP_{code}": Error for code in errors})
+
+
+def described(view: V, **doc: Any) -> V:
+    """Put a hot route in the document without wrapping it: the view stays as it is (no
+    per-request work is added), and points at a stand-in that carries the description the way
+    spectree finds it (`__wrapped__`)."""
+    def stand_in() -> None:
+        """Never called: only read for the document."""
+
+    stand_in.__name__, stand_in.__doc__ = view.__name__, view.__doc__
+    view.__wrapped__ = api.validate(skip_validation=True, **doc)(stand_in)  # type: ignore[attr-defined]
+    return view
+
+
+def validated(model: type[BaseModel], data: Any) -> Any:
+    """`data` as `model`, or the domain error that refuses it (hot paths, no wrapper)."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise refusal(error) from None
+
+
+bp = Blueprint("openapi", __name__)
+
+
+@bp.get("/api/openapi.json")
+def openapi_json():
+    """This service's OpenAPI document."""
+    return jsonify(api.spec)
