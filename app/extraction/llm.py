@@ -1,8 +1,8 @@
 """The one place that talks to a model: resolution (D10), one chat completion, typed errors.
 
-Nothing else in the codebase imports `openai`. The client is built per call with the model's
-endpoint and key, the configured timeout and no retries of its own: retrying is the job's
-decision (transient errors are retried with backoff by the queue, timeouts are abandoned).
+Nothing else in the codebase imports `openai`. A client per endpoint, key and timeout is kept in
+each process, with no retries of its own: retrying is the job's decision (transient errors are
+retried with backoff by the queue, timeouts are abandoned).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import functools
 import logging
 import os
 import ssl
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,8 +19,7 @@ import certifi
 import httpx2
 import openai
 
-from app.extensions import db
-from app.system.models import EXTRACTION_MODEL_KEY, LlmModel, SystemSetting
+from app.system.models import EXTRACTION_MODEL_KEY, LlmModel
 
 log = logging.getLogger(__name__)
 
@@ -86,15 +86,10 @@ class Completion:
 
 def resolve_model() -> ChatModel | None:
     """D10: the model `memory.extractionModelId` names, else the default; None when neither."""
-    configured = SystemSetting.value_of(EXTRACTION_MODEL_KEY).strip()
-    row = None
-    if configured:
-        if configured.isascii() and configured.isdigit():
-            row = db.session.get(LlmModel, int(configured))
-        if row is None:
-            log.warning("event=extraction.model_unknown setting=%s model_id=%r "
-                        "fallback=default", EXTRACTION_MODEL_KEY, configured)
-    row = row or LlmModel.default()
+    row, configured, named = LlmModel.chosen_for(EXTRACTION_MODEL_KEY)
+    if configured and not named:
+        log.warning("event=extraction.model_unknown setting=%s model_id=%r fallback=default",
+                    EXTRACTION_MODEL_KEY, configured)
     return None if row is None else ChatModel.from_row(row)
 
 
@@ -148,6 +143,25 @@ def warm_up() -> None:
                                        messages=[{"role": "user", "content": "warm-up"}])
 
 
+_clients: dict[tuple[int, str | None, str, float], openai.OpenAI] = {}
+_clients_lock = threading.Lock()
+
+
+def _client(base_url: str | None, api_key: str, timeout_s: float) -> openai.OpenAI:
+    """One client per endpoint, key and timeout in each process, kept: its connections to the
+    endpoint stay open between jobs (a new client per call cost each job its setup and a new
+    connection). Keyed by process too: a forked work horse must not share its parent's sockets.
+    No retries of its own: retrying is the job's decision."""
+    key = (os.getpid(), base_url, api_key, timeout_s)
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = _clients[key] = openai.OpenAI(
+                base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0,
+                http_client=openai.DefaultHttpxClient(verify=tls_context()))
+        return client
+
+
 def complete(model: ChatModel, messages: Sequence[dict[str, str]],
              timeout_s: float) -> Completion:
     """One chat completion; every failure is an LlmError subclass."""
@@ -156,11 +170,9 @@ def complete(model: ChatModel, messages: Sequence[dict[str, str]],
     if not api_key:
         raise LlmNotConfigured(f"model {model.name!r}: {key_env} is not set")
     base_url = model.base_url or os.environ.get(DEFAULT_BASE_URL_ENV) or None
-    http_client = openai.DefaultHttpxClient(verify=tls_context())
+    client = _client(base_url, api_key, timeout_s)
     try:
-        with openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s,
-                           max_retries=0, http_client=http_client) as client:
-            response = client.chat.completions.create(model=model.model, messages=list(messages))
+        response = client.chat.completions.create(model=model.model, messages=list(messages))
     # APITimeoutError is an APIConnectionError: it must be told apart first.
     except openai.APITimeoutError as exc:
         raise LlmTimeout(str(exc)) from exc

@@ -92,8 +92,8 @@ def _clip(text: str) -> str:
 def _known(uow: UnitOfWork, user_id: int, groups: list[Group]) -> tuple[list[Known], list[str],
                                                                          bool]:
     try:
-        return (repository.comparison_set(user_id, groups),
-                repository.negative_set(user_id, groups), False)
+        comparison, negative = repository.known_sets(user_id, groups)
+        return comparison, negative, False
     except SQLAlchemyError as exc:
         # Seed §10.1/§10.6: a failed read degrades, it does not block. With an empty comparison
         # set every touch/update is unreferenceable and the exact-hash pre-check is the dedup.

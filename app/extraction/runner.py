@@ -20,12 +20,12 @@ from typing import Any
 
 from flask import current_app
 from redis.exceptions import RedisError
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from app.db_types import utcnow
 from app.extraction import consolidation, parser, pipeline, trigger
 from app.extraction.llm import LlmError, LlmTransientError
-from app.extraction.models import ConsolidationState, JobOutcome
+from app.extraction.models import JobOutcome
 from app.extraction.outcomes import JobKindName, Outcome, OutcomeStatus, record
 from app.extraction.queue import JobResult, SessionBusy, memory_queue
 from app.memory import repository, rules
@@ -87,13 +87,12 @@ def run_extraction(payload: dict[str, Any], attempt: int, job_id: str) -> JobRes
     outcome = Outcome(kind=JobKindName.EXTRACTION, job_id=job_id, user_id=job.user_id,
                       attempts=attempt, event_id=job.event_id, session_id=job.session_id)
 
+    consolidation_due = False
+
     def work() -> None:
+        nonlocal consolidation_due
         with memory_queue().session_lock(job.session_id):
             with UnitOfWork() as uow:
-                if JobOutcome.recorded(job_id):
-                    # Queued twice (its event's row was lost after the enqueue and the platform
-                    # delivered it again): it ran already, and must not ask the model again.
-                    raise AlreadyDone
                 inputs = pipeline.read_inputs(uow, job, outcome)
             # The read transaction has ended: nothing stays open while the model thinks.
             parsed = pipeline.ask_model(inputs, outcome) if inputs is not None else None
@@ -101,18 +100,32 @@ def run_extraction(payload: dict[str, Any], attempt: int, job_id: str) -> JobRes
                 if parsed is not None:
                     pipeline.hand_over(uow, job, inputs, parsed, outcome)
                 outcome.stage()
-                uow.commit()
+                # D15 waits for new information; within its cooldown (most of the time for a
+                # user with enough memories) nothing more is asked after the commit.
+                consolidation_due = outcome.persisted and not trigger.cooling_down(job.user_id)
+                _commit_once(uow, job_id)
 
     try:
         result = _attempt(outcome, attempt, work)
     except AlreadyDone:
         log.info("event=job.already_done kind=%s job=%s", outcome.kind, job_id)
         return JobResult()
-    # Committed: `outcome.persisted` says whether this run taught the memories something new,
-    # which is what D15 waits for.
-    if outcome.persisted:
+    if consolidation_due:
         _consolidate_if_due(job.user_id, outcome.written_groups)
     return result
+
+
+def _commit_once(uow: UnitOfWork, job_id: str) -> None:
+    """Commit a job's changes with its outcome. A job queued twice (its event's row lost after
+    the enqueue, the platform delivering it again) finds its outcome taken by the first run at
+    this point: the unique job id rolls the second run back whole."""
+    try:
+        uow.commit()
+    except IntegrityError:
+        uow.rollback()
+        if JobOutcome.recorded(job_id):
+            raise AlreadyDone from None
+        raise
 
 
 def _consolidate_if_due(user_id: int, written_groups: set[Group]) -> None:
@@ -166,7 +179,6 @@ def warm_up() -> None:
     outcome = Outcome(kind=JobKindName.EXTRACTION, job_id="warm-up", user_id=nobody,
                       attempts=1)
     with UnitOfWork() as uow:  # never committed
-        JobOutcome.recorded(outcome.job_id)
         repository.set_auto_capture(nobody, True, utcnow())
         # Two rounds, as the model would answer them: insert a fact of each group, then touch
         # and reword what the first round wrote.
@@ -181,7 +193,7 @@ def warm_up() -> None:
             ids = [memory.id for memory in inputs.comparison] or [0]
             parsed = parser.parse(json.dumps(answer(ids)))
             pipeline.hand_over(uow, job, inputs, parsed, outcome)
+        trigger.cooling_down(nobody)
         trigger.groups_due(nobody, outcome.written_groups)
-        ConsolidationState.cooling_down(nobody, utcnow(), trigger.COOLDOWN)
         outcome.stage()
         uow.flush()

@@ -368,10 +368,11 @@ class _Learning:
     def insert(self, group: Group, content: str | None) -> None:
         assert content is not None
         digest = group.dedup_hash(content)
-        if self._known_wording(digest):
-            return
         stale = None
         if self.active >= ACTIVE_PER_USER_MAX:
+            # Words the user has already are a re-confirmation (or D3), not a reason to demote.
+            if self._known_wording(digest):
+                return
             # D14: make room by demoting the group's oldest machine-made row, one per insert,
             # at most EXTRACT_MAX_ITEMS per run; no such row → this insert is dropped.
             if self.learned.demoted < EXTRACT_MAX_ITEMS:
@@ -387,8 +388,9 @@ class _Learning:
                                         session_id=self.memories.session_id, created_at=now,
                                         updated_at=now)
         except IntegrityError:
-            # Same content written concurrently (outside the user lock: a manual edit): the
-            # known-wording branch after all, never a failed job.
+            # The unique key knew these words (usually: the row is there, so checking first
+            # would cost every new fact a read): re-confirmed if ACTIVE, dropped if DISMISSED
+            # (D3) — and if the clash is gone again (a concurrent delete), dropped.
             if not self._known_wording(digest):
                 self.learned.dropped += 1
             return

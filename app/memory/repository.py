@@ -9,7 +9,7 @@ ordered `updated_at DESC, id DESC` from the index, without a filesort.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -197,30 +197,30 @@ class Known:
     content: str
 
 
-def comparison_set(user_id: int, groups: Iterable[Group]) -> list[Known]:
-    """Machine-made ACTIVE rows of the groups, newest first. MANUAL rows never appear (a user's
-    own words are never matched or rewritten); DISMISSED rows are the negative set."""
-    known: list[Known] = []
+def known_sets(user_id: int, groups: Sequence[Group],
+               negative_limit: int = NEGATIVE_SET_MAX) -> tuple[list[Known], list[str]]:
+    """What extraction shows the model (D13): the comparison set — the machine-made ACTIVE rows
+    of the groups, each group newest first (MANUAL rows never appear: a user's own words are
+    never matched or rewritten) — and the negative set — the contents of the newest DISMISSED
+    rows of the groups, at most `negative_limit` in all.
+
+    An index range scan per group and set. (One UNION ALL of them measured nearly twice as
+    slow on MariaDB, the derived tables materialized.)"""
+    comparison: list[Known] = []
+    dismissed: list[sa.Row] = []
     for group in groups:
         rows = db.session.execute(
             sa.select(MemoryItem.id, MemoryItem.content)
             .where(*_in_group(user_id, group), machine_made())
             .order_by(*NEWEST_FIRST).limit(ACTIVE_PER_USER_MAX))
-        known.extend(Known(row.id, group, row.content) for row in rows)
-    return known
-
-
-def negative_set(user_id: int, groups: Iterable[Group],
-                 limit: int = NEGATIVE_SET_MAX) -> list[str]:
-    """Contents of the newest DISMISSED rows of the groups (D13), at most `limit` in all."""
-    rows: list[sa.Row] = []
+        comparison.extend(Known(row.id, group, row.content) for row in rows)
     for group in groups:
-        rows.extend(db.session.execute(
+        dismissed.extend(db.session.execute(
             sa.select(MemoryItem.content, MemoryItem.updated_at, MemoryItem.id)
             .where(*_in_group(user_id, group, Status.DISMISSED))
-            .order_by(*NEWEST_FIRST).limit(limit)))
-    rows.sort(key=lambda r: (r.updated_at, r.id), reverse=True)
-    return [r.content for r in rows[:limit]]
+            .order_by(*NEWEST_FIRST).limit(negative_limit)))
+    dismissed.sort(key=lambda r: (r.updated_at, r.id), reverse=True)
+    return comparison, [r.content for r in dismissed[:negative_limit]]
 
 
 # ---- group sizes and consolidation inputs (D14, D15) ----------------------------------------

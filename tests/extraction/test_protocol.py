@@ -333,10 +333,10 @@ def test_project_fact_without_a_valid_project_key_is_stored_as_user(
 
 def test_comparison_set_failure_degrades_to_exact_hash(extract, llm, memories, monkeypatch):
     """Seed §10.6. The failure is injected at our own query; MariaDB, RQ and openai are real."""
-    def unavailable(user_id, groups):
+    def unavailable(user_id, groups, negative_limit=50):
         raise OperationalError("SELECT … comparison set", {}, ConnectionError("lost"))
 
-    monkeypatch.setattr(repository, "comparison_set", unavailable)
+    monkeypatch.setattr(repository, "known_sets", unavailable)
     active = memories.add(USER_ID, FACT, source="AUTO")
     dismissed = memories.add(USER_ID, "已忽略的事实", source="AUTO", status="DISMISSED")
     outcome = extract([{"type": "user", "content": FACT},

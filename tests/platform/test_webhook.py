@@ -268,11 +268,11 @@ def test_concurrent_deliveries_of_one_event_enqueue_exactly_once(app):
     assert len(queued(app)) == 1 and len(rows(app, WebhookEvent)) == 1
 
 
-def test_an_event_whose_row_was_lost_runs_once_though_queued_again(app, webhook, llm,
-                                                                   run_jobs):
+def test_an_event_whose_row_was_lost_commits_once_though_queued_again(app, webhook, llm,
+                                                                      run_jobs, memories):
     """The event row is the guard at the door; the outcome's unique job id is the one behind it:
-    a job queued twice (the row lost after the enqueue, the platform delivering again) asks the
-    model once and records one outcome."""
+    a job queued twice (the row lost after the enqueue, the platform delivering again) commits
+    once — the second run's changes go back with its outcome — and records one outcome."""
     capture_on(app)
     body = event()
     assert_ok(webhook(body), 202)
@@ -282,10 +282,13 @@ def test_an_event_whose_row_was_lost_runs_once_though_queued_again(app, webhook,
     assert assert_ok(webhook(body), 202) == {"accepted": True, "enqueued": True,
                                              "reason": "enqueued"}
     assert len(queued(app)) == 2
-    llm.reply_items([])
+    for _ in range(2):
+        llm.reply_items([{"type": "user", "content": "输出报告用中文"}])
     run_jobs()
-    assert len(llm.requests) == 1
-    assert len(outcomes(app)) == 1
+    assert len(llm.requests) == 2
+    (outcome,) = outcomes(app)
+    assert (outcome["status"], outcome["inserted"]) == ("succeeded", 1)
+    assert memories.count(USER_ID, content="输出报告用中文") == 1
 
 
 def test_redis_down_is_503_and_nothing_is_recorded(app, make_app):
