@@ -193,9 +193,9 @@ def init_app(app: Flask, orm_engine_options: dict[str, Any]) -> None:
     options = {k: v for k, v in orm_engine_options.items()
                if k not in ("isolation_level", "pool_pre_ping", "connect_args")}
     connect_args = dict(orm_engine_options.get("connect_args") or {})
-    reads = sa.create_engine(url, isolation_level="AUTOCOMMIT", pool_reset_on_return=None,
-                             connect_args=connect_args, **options)
     if url.startswith("sqlite"):
+        reads = sa.create_engine(url, isolation_level="AUTOCOMMIT", pool_reset_on_return=None,
+                                 connect_args=connect_args, **options)
         # One local file and no round trips: the webhook's transaction needs no pool of its
         # own, and SQLite's locking stays the ORM engine's.
         writes = sa.create_engine(url, connect_args=connect_args, **options)
@@ -203,11 +203,14 @@ def init_app(app: Flask, orm_engine_options: dict[str, Any]) -> None:
         from pymysql.constants import CLIENT
 
         # Multi-statement queries for `batch`; FOUND_ROWS is what SQLAlchemy sets by default.
+        connect_args = {**connect_args,
+                        "client_flag": CLIENT.MULTI_STATEMENTS | CLIENT.FOUND_ROWS}
+        reads = sa.create_engine(url, isolation_level="AUTOCOMMIT", pool_reset_on_return=None,
+                                 connect_args=connect_args, **options)
         writes = sa.create_engine(
             url, pool_reset_on_return=None,
             isolation_level=orm_engine_options.get("isolation_level"),
-            connect_args={**connect_args,
-                          "client_flag": CLIENT.MULTI_STATEMENTS | CLIENT.FOUND_ROWS},
+            connect_args=connect_args,
             **options)
     app.extensions[EXTENSION] = RawDatabase(Pool(reads, autocommit=True),
                                             Pool(writes, autocommit=False))

@@ -179,11 +179,14 @@ INJECT_PROJECT_ROWS = (
 
 def injection_rows(user_id: int, project_key: str | None) -> list[tuple]:
     """(scope, project_key, content) to inject: PROJECT rows first, then USER, newest first.
-    Both reads on one connection of the read pool."""
+    Both reads in one round trip of the read pool."""
     with raw_database().reads.connection() as conn:
-        project = ([] if project_key is None else
-                   conn.rows(INJECT_PROJECT_ROWS, user_id=user_id, project_key=project_key))
-        return project + conn.rows(INJECT_USER_ROWS, user_id=user_id)
+        if project_key is None:
+            return conn.rows(INJECT_USER_ROWS, user_id=user_id)
+        project, user = conn.batch(
+            (INJECT_PROJECT_ROWS, {"user_id": user_id, "project_key": project_key}),
+            (INJECT_USER_ROWS, {"user_id": user_id}))
+        return project + user
 
 
 # ---- what extraction shows the model (D13) ---------------------------------------------------

@@ -66,7 +66,16 @@ def captured_selects(monkeypatch, table: str = "memory_item") -> Iterator[list[t
         captured.append((statement_sql.sql, {**statement_sql.defaults, **params}))
         return execute(self, statement, **params)
 
+    batch = rawdb.Connection.batch
+
+    def recording_batch(self, *steps):
+        for statement, params in steps:
+            statement_sql = rawdb.compiled(statement, self.dialect)
+            captured.append((statement_sql.sql, {**statement_sql.defaults, **params}))
+        return batch(self, *steps)
+
     monkeypatch.setattr(rawdb.Connection, "execute", recording_execute)
+    monkeypatch.setattr(rawdb.Connection, "batch", recording_batch)
     sa.event.listen(db.engine, "before_cursor_execute", grab)
     try:
         yield captured
