@@ -36,6 +36,16 @@ def page_or_fragment(page: str, fragment: str, **context: Any) -> str:
     return render_template(fragment if is_htmx() else page, **context)
 
 
+def canonical(html: str, url: str) -> Response:
+    """A page or fragment whose view lives in the URL: htmx pushes `url`, the view's own
+    address (defaults and empty fields left out), not the request's — a search form sends
+    every field, empty or not."""
+    response = make_response(html)
+    if is_htmx():
+        response.headers["HX-Push-Url"] = url
+    return response
+
+
 def vary_on_htmx(response: Response) -> Response:
     """after_request of the HTML blueprints: caches must keep page and fragment apart."""
     response.vary.add(HX_REQUEST)

@@ -10,7 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from app.errors import InvalidInput
-from app.memory.rules import ID_MAX, Scope, Status
+from app.memory.rules import (
+    ID_MAX,
+    MANUAL_CONTENT_MAX,
+    PROJECT_KEY_MAX,
+    Scope,
+    Status,
+    reported_project_key,
+)
 
 
 def scope(value: Any, *, required: bool = True) -> Scope | None:
@@ -40,3 +47,13 @@ def user_id(raw: str | None, name: str) -> int:
         raise InvalidInput("user_id_invalid", f"{name} must be a positive integer")
     return int(raw)
 
+
+
+def search(value: str | None) -> str:
+    """A content search as typed in a search box: trimmed, at most as long as a memory."""
+    return (value or "").strip()[:MANUAL_CONTENT_MAX]
+
+
+def project_filter(value: str | None) -> str:
+    """A project key to narrow a list to ('' = any): refused as the API refuses it."""
+    return reported_project_key((value or "").strip())[:PROJECT_KEY_MAX]

@@ -102,10 +102,11 @@
 
   var pendingRequest = null;
 
-  // Tabs, filters and the pager replace the whole list, open edits included.
+  // Tabs, filters, the search and the pager replace the list's rows, open edits included.
   document.addEventListener('htmx:confirm', function (event) {
     var target = event.detail.target;
-    if (!target || target.id !== 'memory-list' || unsavedEdits().length === 0) return;
+    if (!target || (target.id !== 'memory-list' && target.id !== 'memory-results')
+        || unsavedEdits().length === 0) return;
     event.preventDefault();
     pendingRequest = event.detail.issueRequest;
     document.getElementById('discard-dialog').showModal();

@@ -20,7 +20,7 @@ from werkzeug.test import TestResponse
 from app.db_types import utcnow
 from app.extensions import db
 from app.memory import context, rules
-from app.memory.models import MemoryItem
+from app.memory.models import MemoryEvent, MemoryItem
 from app.sessions.models import PlatformSession
 from tests import conftest as shared_conftest
 from tests.conftest import PASSWORD
@@ -66,6 +66,15 @@ class Store:
             rows = db.session.scalars(db.select(MemoryItem).where(MemoryItem.user_id == user_id)
                                       .order_by(MemoryItem.id))
             return [row.to_dict() for row in rows]
+
+    def journal(self, user_id: int, item_id: int, *events: dict[str, Any]) -> None:
+        """memory_event rows for a scene: each `{"type", "actor", ...}`, a second apart."""
+        with self.app.app_context():
+            db.session.add_all(
+                MemoryEvent(user_id=user_id, memory_id=item_id,
+                            at=self._clock + timedelta(seconds=i), **event)
+                for i, event in enumerate(events))
+            db.session.commit()
 
     def session(self, user_id: int, project_key: str, session_id: int) -> None:
         """A platform session in `project_key`: what makes it a project of the user."""

@@ -21,7 +21,7 @@ from app.envelope import ApiError
 from app.errors import DomainError
 from app.extensions import db
 from app.extraction import llm
-from app.memory import audit
+from app.memory import audit, rules
 from app.memory.repository import Filters
 from app.memory.rules import Scope, Status
 from app.paging import PageRequest
@@ -72,13 +72,15 @@ def _can_audit(user: User) -> bool:
 
 @dataclass(frozen=True)
 class AuditView:
-    """What the audit page shows: a user search, the chosen user, filters, page (all in the URL)."""
+    """What the audit page shows: a user search, the chosen user, filters, a search of their
+    memories' content, page (all in the URL)."""
 
     q: str = ""
     user_id: int | None = None
     scope: str = ""
     status: str = ""
     page: int = 1
+    text: str = ""
 
     @classmethod
     def from_values(cls, values: MultiDict[str, str]) -> AuditView:
@@ -89,14 +91,20 @@ class AuditView:
         status = params.status(values.get("status"), required=False)
         page = PageRequest.parse(values.get("page"), PAGE_SIZE).number
         return cls(values.get("q", "").strip()[:SEARCH_MAX], user_id,
-                   scope.value if scope else "", status.value if status else "", page)
+                   scope.value if scope else "", status.value if status else "", page,
+                   params.search(values.get("text")))
 
     def url(self, **changes: Any) -> str:
         """The audit URL of this view with `changes`; empty values stay out of the URL."""
         view = replace(self, **changes)
         return url_for("admin_pages.memory_audit", q=view.q or None, userId=view.user_id,
                        scope=view.scope or None, status=view.status or None,
-                       page=view.page if view.page > 1 else None)
+                       text=view.text or None, page=view.page if view.page > 1 else None)
+
+
+@bp.context_processor
+def limits() -> dict[str, int]:
+    return {"content_max": rules.MANUAL_CONTENT_MAX}
 
 
 @bp.get("/memory")
@@ -112,13 +120,21 @@ def memory_audit():
         listing = audit.memories(
             pages.current_user().id, subject.id,
             Filters(scope=params.scope(view.scope, required=False),
-                    status=params.status(view.status, required=False)),
+                    status=params.status(view.status, required=False), q=view.text or None),
             PageRequest(view.page, PAGE_SIZE))
-    return pages.page_or_fragment(
+    return pages.canonical(pages.page_or_fragment(
         "admin/memory.html", "admin/_audit_results.html",
         banner=AUDIT_BANNER, view=view, found=found, subject=subject, listing=listing,
         scope_filters=SCOPE_FILTERS, status_filters=STATUS_FILTERS,
-    )
+    ), view.url())
+
+
+@bp.get("/memory/items/<int:item_id>/history")
+@allowed_if(_can_audit, f"记忆审计需要 {MEMORY_READ} 权限")
+def memory_history(item_id: int):
+    """来源与历史 of any user's memory, read-only; recorded in that user's access log."""
+    item, story = audit.provenance(pages.current_user().id, item_id)
+    return render_template("memory/_history.html", story=story, item=item, reader="用户")
 
 
 def _models_context() -> dict[str, Any]:

@@ -7,6 +7,7 @@ from app.errors import MemoryNotFound
 from app.memory import access_log, journal, repository
 from app.memory.access_log import Read
 from app.memory.models import MemoryItem
+from app.memory.provenance import Provenance, tell
 from app.memory.repository import Filters
 from app.paging import Page, PageRequest
 
@@ -18,10 +19,24 @@ def memories(viewer_id: int, user_id: int, filters: Filters,
     return repository.page(user_id, filters, request)
 
 
-def history(viewer_id: int, item_id: int) -> list[journal.Entry]:
-    """Any user's memory's changes, oldest first, for `viewer_id`."""
+def _owned_history(viewer_id: int, item_id: int) -> tuple[int, list[journal.Entry]]:
     owner = repository.owner_of(item_id)
     if owner is None:
         raise MemoryNotFound()
     access_log.record(viewer_id, owner, Read.HISTORY, item_id)
-    return journal.history(owner, item_id) or []
+    return owner, journal.history(owner, item_id) or []
+
+
+def history(viewer_id: int, item_id: int) -> list[journal.Entry]:
+    """Any user's memory's changes, oldest first, for `viewer_id`."""
+    return _owned_history(viewer_id, item_id)[1]
+
+
+def provenance(viewer_id: int, item_id: int) -> tuple[MemoryItem, Provenance]:
+    """The memory and its history grouped for the audit page's 来源与历史."""
+    owner, entries = _owned_history(viewer_id, item_id)
+    item = repository.owned(owner, item_id)
+    if item is None:  # deleted between the two reads
+        raise MemoryNotFound()
+    return item, tell(owner, entries)
+

@@ -8,6 +8,7 @@ their own (the request's session ends with the request).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from flask import current_app
@@ -20,6 +21,7 @@ from app.memory import context, journal, repository, rules
 from app.memory.events import Actor, SettingsChanged
 from app.memory.memories import UserMemories
 from app.memory.models import MemoryItem
+from app.memory.provenance import Provenance, tell
 from app.memory.repository import Filters
 from app.memory.rules import Group, Scope, Status
 from app.paging import Page, PageRequest
@@ -62,6 +64,11 @@ def history(user_id: int, item_id: int) -> list[journal.Entry]:
     if entries is None:
         raise MemoryNotFound()
     return entries
+
+
+def provenance(user_id: int, item_id: int) -> Provenance:
+    """The memory's history grouped for 来源与历史."""
+    return tell(user_id, history(user_id, item_id))
 
 
 def auto_capture_enabled(user_id: int) -> bool:
@@ -137,3 +144,8 @@ def context_json(user_id: int, project_key: str | None) -> str:
     """The memories to inject into a new session's system prompt and the exact block, as the
     JSON text the envelope carries: the platform's context read and the user's preview."""
     return context.block_json(user_id, rules.valid_project_key(project_key, bot_project_keys()))
+
+
+def preview(user_id: int, project_key: str | None) -> dict[str, Any]:
+    """The agent's view for the page: the context answer itself, read back from its JSON text."""
+    return json.loads(context_json(user_id, project_key))

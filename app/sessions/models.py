@@ -35,6 +35,16 @@ class PlatformSession(db.Model):
         )
         return sorted({k for k in keys if valid_project_key(k, bot_keys) == k})
 
+    @classmethod
+    def projects_of(cls, user_id: int, session_ids: Iterable[int]) -> dict[int, str | None]:
+        """The reported project key of each of the user's sessions among `session_ids`."""
+        ids = set(session_ids)
+        if not ids:
+            return {}
+        rows = db.session.execute(sa.select(cls.id, cls.project_key)
+                                  .where(cls.user_id == user_id, cls.id.in_(ids)))
+        return {session_id: key or None for session_id, key in rows}
+
 
 SESSION_FIELDS = ("user_id", "project_key", "workspace", "session_type", "channel",
                   "last_seen_at")

@@ -17,6 +17,7 @@ from app import messages, pages, params
 from app.envelope import ApiError
 from app.errors import DomainError
 from app.extraction import llm
+from app.memory import access_log as access
 from app.memory import rules, service
 from app.memory.models import MemoryItem
 from app.memory.repository import Filters
@@ -30,6 +31,7 @@ bp.register_error_handler(DomainError, pages.api_error_response)
 bp.register_error_handler(ApiError, pages.api_error_response)
 
 PAGE_SIZE = 20
+ACCESS_PAGE_SIZE = 10
 SCOPE_TABS = (("", "全部"), (Scope.USER.value, "用户"), (Scope.PROJECT.value, "项目"))
 STATUS_TABS = ((Status.ACTIVE.value, "生效中"), (Status.DISMISSED.value, "已忽略"))
 LIST_TARGET = "#memory-list"
@@ -37,11 +39,14 @@ LIST_TARGET = "#memory-list"
 
 @dataclass(frozen=True)
 class MemoryView:
-    """What the list shows: scope tab ('' = all), status filter, page. It lives in the URL."""
+    """What the list shows: scope tab ('' = all), the project under 项目 ('' = any), status
+    filter, the search box's text, page. It lives in the URL."""
 
     scope: str = ""
     status: str = Status.ACTIVE.value
     page: int = 1
+    q: str = ""
+    project: str = ""
 
     @classmethod
     def from_values(cls, values: MultiDict[str, str]) -> MemoryView:
@@ -49,23 +54,34 @@ class MemoryView:
         scope = params.scope(values.get("scope"), required=False)
         status = params.status(values.get("status") or Status.ACTIVE.value)
         page = PageRequest.parse(values.get("page"), PAGE_SIZE).number
-        return cls(scope.value if scope else "", status.value, page)
+        project = params.project_filter(values.get("project")) if scope is Scope.PROJECT else ""
+        return cls(scope.value if scope else "", status.value, page,
+                   params.search(values.get("q")), project)
 
     def filters(self) -> Filters:
         return Filters(scope=params.scope(self.scope, required=False),
-                       status=params.status(self.status))
+                       status=params.status(self.status), q=self.q or None,
+                       project_key=self.project or None)
 
     def url(self, **changes: Any) -> str:
         """The page URL of this view with `changes`; defaults stay out of the URL."""
         view = replace(self, **changes)
         return url_for("user_pages.memory_page", scope=view.scope or None,
+                       project=view.project or None if view.scope == Scope.PROJECT else None,
                        status=None if view.status == Status.ACTIVE else view.status,
-                       page=view.page if view.page > 1 else None)
+                       q=view.q or None, page=view.page if view.page > 1 else None)
 
     def shows(self, item: MemoryItem) -> bool:
         """Whether `item` belongs at the top of this view (a new memory: its first page)."""
         return (self.page == 1 and self.status == item.status
-                and self.scope in ("", item.scope))
+                and self.scope in ("", item.scope)
+                and self.project in ("", item.project_key)
+                and self.q.casefold() in item.content.casefold())
+
+    @property
+    def narrowed(self) -> bool:
+        """Whether a search or a project hides memories the tabs alone would show."""
+        return bool(self.q or self.project)
 
 
 def _user_id() -> int:
@@ -104,8 +120,9 @@ def _list_context(view: MemoryView) -> dict[str, Any]:
         # The last row of the last page went away: show the page that now is the last.
         view = replace(view, page=listing.pages)
         listing = _listing(view)
+    projects = service.project_choices(_user_id()) if view.scope == Scope.PROJECT else []
     return {"view": view, "listing": listing, "scope_tabs": SCOPE_TABS,
-            "status_tabs": STATUS_TABS}
+            "status_tabs": STATUS_TABS, "projects": projects}
 
 
 @bp.context_processor
@@ -121,8 +138,33 @@ def memory_page():
     context = _list_context(view)
     if not pages.is_htmx():
         enabled = service.auto_capture_enabled(_user_id())
-        context.update(auto_capture=enabled, capture_warning=_capture_warning(enabled))
-    return pages.page_or_fragment("memory/page.html", "memory/_list.html", **context)
+        context.update(auto_capture=enabled, capture_warning=_capture_warning(enabled),
+                       preview_projects=service.project_choices(_user_id()))
+    return pages.canonical(pages.page_or_fragment("memory/page.html", "memory/_list.html",
+                                                  **context), context["view"].url())
+
+
+@bp.get("/items/<int:item_id>/history")
+def memory_history(item_id: int):
+    """来源与历史 of one row, loaded when the reader opens it."""
+    return render_template("memory/_history.html", story=service.provenance(_user_id(), item_id),
+                           item=service.get_item(_user_id(), item_id), reader="你")
+
+
+@bp.get("/preview")
+def preview():
+    """新会话中 Agent 会看到: the context block for the chosen project, as the agent gets it."""
+    project = params.project_filter(request.args.get("projectKey")) or None
+    return render_template("memory/_preview.html", block=service.preview(_user_id(), project),
+                           project=project)
+
+
+@bp.get("/access-log")
+def access_log():
+    """访问记录: who read this user's memories as an auditor, newest first."""
+    request_page = PageRequest.parse(request.args.get("page"), ACCESS_PAGE_SIZE)
+    return render_template("memory/_access_log.html",
+                           log=access.page(request_page, _user_id()))
 
 
 @bp.get("/projects")

@@ -84,8 +84,9 @@ def test_audit_page_opens_for_memory_read_or_admin(users, pages, grants, admin, 
 def test_admin_pages_offer_no_route_that_writes_a_memory(app):
     methods = {rule.rule: rule.methods - {"HEAD", "OPTIONS"} for rule in app.url_map.iter_rules()
                if rule.endpoint.startswith("admin_pages.")}
-    assert methods == {"/admin/memory": {"GET"}, "/admin/settings": {"GET"},
-                       "/admin/settings/<path:key>": {"PUT"}}
+    assert methods == {"/admin/memory": {"GET"},
+                       "/admin/memory/items/<int:item_id>/history": {"GET"},
+                       "/admin/settings": {"GET"}, "/admin/settings/<path:key>": {"PUT"}}
 
 
 # ---- audit ------------------------------------------------------------------------------
@@ -251,3 +252,36 @@ def test_unknown_setting_is_refused(admin):
     assert response.status_code == 400
     assert response.headers["HX-Retarget"] == "#toast"
     assert "没有这项设置:请刷新系统设置页面。" in response.text
+
+
+# ---- content search and history (SPEC §8) ---------------------------------------------------
+
+def test_audit_content_search_narrows_the_users_memories(auditor, users, store):
+    alice = users.user("alice")
+    store.add_many(alice, ["we use pnpm", "报告用中文", "100% coverage"])
+    html = auditor.htmx("GET", f"/admin/memory?userId={alice}&text=PNPM").text
+    assert "we use pnpm" in html and "报告用中文" not in html
+    literal = auditor.htmx("GET", f"/admin/memory?userId={alice}&text=100%25").text
+    assert "100% coverage" in literal and "we use pnpm" not in literal
+    assert f'href="/admin/memory?userId={alice}&amp;scope=USER&amp;text=PNPM"' in html
+
+
+def test_audit_history_panel_is_read_only_and_recorded_for_the_subject(app, auditor, users,
+                                                                      store):
+    alice = users.user("alice")
+    item_id = store.add(alice, "报告用中文")
+    html = auditor.get(f"/admin/memory?userId={alice}").text
+    assert f'hx-get="/admin/memory/items/{item_id}/history"' in html
+    response = auditor.htmx("GET", f"/admin/memory/items/{item_id}/history")
+    assert response.status_code == 200
+    assert "用户手动添加的记忆" in response.text
+    with app.app_context():
+        from app.memory import access_log
+        from app.paging import PageRequest
+        reads = access_log.page(PageRequest(1, 10), alice).records
+    assert [(r.what.value, r.memory_id) for r in reads] == [("HISTORY", item_id), ("LIST", None)]
+
+
+def test_audit_history_needs_memory_read(alice_page, store):
+    item_id = store.add(alice_page.user_id, "报告用中文")
+    assert alice_page.htmx("GET", f"/admin/memory/items/{item_id}/history").status_code == 403

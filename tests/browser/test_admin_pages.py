@@ -51,8 +51,8 @@ def test_audit_page_shows_the_banner_and_reads_only(page: Page, app: Flask, live
     page.reload()
     expect(page.get_by_role("note")).to_have_text(BANNER)
     expect(page.locator("table.audit tbody tr")).to_have_count(1)
-    # Nothing on the page can change a memory: the only button is the search.
-    expect(page.locator("main button")).to_have_count(1)
+    # Nothing on the page can change a memory: the only buttons are the two searches.
+    expect(page.locator("main button")).to_have_text(["搜索", "搜索"])
     page.get_by_role("link", name="全部").last.click()
     expect(page.locator("table.audit tbody tr")).to_have_count(3)
     page.screenshot(path=artifacts / "audit-page.png", full_page=True)
@@ -125,8 +125,11 @@ def test_audit_results_read_well_on_desktop_and_phone(page: Page, app: Flask, li
     for pill in results.locator(".tabs a, .segmented a").all():
         height = pill.bounding_box()["height"]
         assert 40 <= height <= 48, (pill.inner_text(), height)
-    # Every field of a memory is on screen, labelled on a phone where there is no header row.
-    for cell in results.locator("tbody tr").first.locator("td").all():
+    # Every field of a memory is on screen at once (scrolled to), labelled on a phone where
+    # there is no header row.
+    first = results.locator("tbody tr").first
+    first.scroll_into_view_if_needed()
+    for cell in first.locator("td").all():
         expect(cell).to_be_in_viewport()
     shot("audit-results")
 

@@ -64,6 +64,8 @@ def test_project_memory_picks_a_project(page: Page, alice_id: int, store: Store)
     dialog = _open_dialog(page)
     dialog.get_by_label("范围").select_option("PROJECT")
     project = dialog.get_by_label("项目", exact=True)
+    # The field arrives with its options (htmx), a moment after the scope changes.
+    expect(dialog.locator("datalist option")).to_have_count(2)
     offered = dialog.locator("datalist option").evaluate_all("os => os.map(o => o.value)")
     assert offered == ["mao", "zeta"]
     project.fill("zeta")

@@ -21,7 +21,7 @@ MIN_TARGET = 40
 # Interactive elements smaller than MIN_TARGET px either way. A link inside a sentence is exempt
 # (WCAG 2.5.8 "inline"), as is anything not on screen (the skip link until it is focused).
 SMALL_TARGETS = """min => [...document.querySelectorAll(
-        'a[href], button, input:not([type=hidden]), select, textarea, [role=switch]')]
+        'a[href], button, summary, input:not([type=hidden]), select, textarea, [role=switch]')]
     .filter(el => el.getClientRects().length && !el.closest('p'))
     .map(el => [el, el.getBoundingClientRect()])
     .filter(([el, r]) => r.right > 0 && r.bottom > 0 && (r.width < min || r.height < min))
