@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import secrets
 import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
 import click
@@ -28,6 +30,15 @@ EXAMPLE_USER_MESSAGE = "以后报告都用中文写,我们这个仓库统一用 
 EXAMPLE_ANSWER = "好的,报告已用中文写好,依赖也改用 pnpm 安装了。"
 
 
+@contextmanager
+def _account_refusals() -> Iterator[None]:
+    """What the account service refuses, as a one-line CLI error (exit 1), never a traceback."""
+    try:
+        yield
+    except accounts.AccountError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
 def log_to_stderr() -> None:
     """Job events at INFO, one structured line each: the same for `worker` and `serve`."""
     logging.basicConfig(level=logging.INFO,
@@ -42,10 +53,8 @@ def log_to_stderr() -> None:
 @click.option("--admin", is_flag=True, help="Make the user an admin.")
 def create_user(name: str, user_id: int | None, password: str | None, admin: bool) -> None:
     """Create the account NAME."""
-    try:
+    with _account_refusals():
         user = accounts.create_user(name, user_id=user_id, password=password, admin=admin)
-    except accounts.AccountError as exc:
-        raise click.ClickException(str(exc)) from None
     role = "admin" if user.is_admin else "user"
     click.echo(f"created {role} {user.username} (id {user.id})")
 
@@ -55,10 +64,8 @@ def create_user(name: str, user_id: int | None, password: str | None, admin: boo
 @click.argument("code")
 def grant(name: str, code: str) -> None:
     """Grant the permission CODE (e.g. memory:read) to NAME."""
-    try:
+    with _account_refusals():
         accounts.grant(name, code)
-    except accounts.AccountError as exc:
-        raise click.ClickException(str(exc)) from None
     click.echo(f"granted {code} to {name}")
 
 
@@ -86,10 +93,8 @@ def _when(value: datetime | None, none: str = "-") -> str:
 @click.argument("name")
 def list_tokens(name: str) -> None:
     """List NAME's personal tokens: id, prefix, created, last used, expiry."""
-    try:
+    with _account_refusals():
         rows = accounts.tokens(name)
-    except accounts.AccountError as exc:
-        raise click.ClickException(str(exc)) from None
     if not rows:
         click.echo(f"{name} has no personal tokens")
         return
@@ -104,10 +109,8 @@ def list_tokens(name: str) -> None:
 @click.argument("token_id", metavar="ID", type=int)
 def revoke_token(name: str, token_id: int) -> None:
     """Revoke NAME's token ID (see `users tokens`): its next call is 401."""
-    try:
+    with _account_refusals():
         accounts.revoke_token(name, token_id)
-    except accounts.AccountError as exc:
-        raise click.ClickException(str(exc)) from None
     click.echo(f"revoked token {token_id} of {name}")
 
 
@@ -116,10 +119,8 @@ def revoke_token(name: str, token_id: int) -> None:
 @click.password_option(help="The new password (asked for when not given).")
 def password(name: str, password: str) -> None:
     """Set NAME's password; every login of NAME ends."""
-    try:
+    with _account_refusals():
         ended = accounts.set_password(name, password)
-    except accounts.AccountError as exc:
-        raise click.ClickException(str(exc)) from None
     click.echo(f"password of {name} changed; {ended} login(s) ended")
 
 
@@ -127,10 +128,8 @@ def password(name: str, password: str) -> None:
 @click.argument("name")
 def disable(name: str) -> None:
     """Disable NAME: every login ends, no new login, personal tokens refused."""
-    try:
+    with _account_refusals():
         ended = accounts.set_disabled(name, True)
-    except accounts.AccountError as exc:
-        raise click.ClickException(str(exc)) from None
     click.echo(f"disabled {name}; {ended} login(s) ended")
 
 
@@ -138,10 +137,8 @@ def disable(name: str) -> None:
 @click.argument("name")
 def enable(name: str) -> None:
     """Enable NAME again (its tokens work again; logins must be made anew)."""
-    try:
+    with _account_refusals():
         accounts.set_disabled(name, False)
-    except accounts.AccountError as exc:
-        raise click.ClickException(str(exc)) from None
     click.echo(f"enabled {name}")
 
 
