@@ -119,8 +119,14 @@ REQUESTS: dict[Route, Request] = {
         "/settings/memory/items/{item}/status", form={"new_status": "DISMISSED"},
         big_field="new_status"),
     ("/settings/memory/projects", "GET"): Request("/settings/memory/projects?scope=PROJECT"),
+    ("/settings/memory/items/<int:item_id>/history", "GET"): Request(
+        "/settings/memory/items/{item}/history"),
+    ("/settings/memory/preview", "GET"): Request("/settings/memory/preview?projectKey=mao"),
+    ("/settings/memory/access-log", "GET"): Request("/settings/memory/access-log"),
     # Admin pages
     ("/admin/memory", "GET"): Request("/admin/memory?userId={owner}"),
+    ("/admin/memory/items/<int:item_id>/history", "GET"): Request(
+        "/admin/memory/items/{item}/history"),
     ("/admin/settings", "GET"): Request("/admin/settings"),
     ("/admin/settings/<path:key>", "PUT"): Request(
         "/admin/settings/{key}", form={"value": ""}, big_field="value"),

@@ -38,12 +38,16 @@ BOB_SECRET = "bob 的秘密记忆"
 
 # The query parameters of the page routes (the JSON API's come from the OpenAPI document).
 PAGE_PARAMETERS: dict[Route, tuple[str, ...]] = {
-    ("/settings/memory", "GET"): ("scope", "status", "page"),
+    ("/settings/memory", "GET"): ("scope", "status", "page", "q", "project"),
     ("/settings/memory/projects", "GET"): ("scope",),
+    ("/settings/memory/items/<int:item_id>/history", "GET"): (),
+    ("/settings/memory/preview", "GET"): ("projectKey",),
+    ("/settings/memory/access-log", "GET"): ("page",),
+    ("/admin/memory/items/<int:item_id>/history", "GET"): (),
     ("/settings/memory/items/<int:item_id>", "GET"): ("focus",),
     ("/settings/memory/items/<int:item_id>/edit", "GET"): (),
     ("/settings/memory/items/<int:item_id>/delete", "GET"): (),
-    ("/admin/memory", "GET"): ("q", "userId", "scope", "status", "page"),
+    ("/admin/memory", "GET"): ("q", "userId", "scope", "status", "page", "text"),
     ("/admin/settings", "GET"): (),
     ("/admin/outcomes", "GET"): ("status", "userId", "page"),
     ("/login", "GET"): ("next",),
