@@ -13,7 +13,6 @@ from app.errors import InvalidInput
 from app.memory.rules import (
     ID_MAX,
     MANUAL_CONTENT_MAX,
-    PROJECT_KEY_MAX,
     Scope,
     Status,
     reported_project_key,
@@ -48,7 +47,6 @@ def user_id(raw: str | None, name: str) -> int:
     return int(raw)
 
 
-
 def search(value: str | None) -> str:
     """A content search as typed in a search box: trimmed, at most as long as a memory."""
     return (value or "").strip()[:MANUAL_CONTENT_MAX]
@@ -56,4 +54,4 @@ def search(value: str | None) -> str:
 
 def project_filter(value: str | None) -> str:
     """A project key to narrow a list to ('' = any): refused as the API refuses it."""
-    return reported_project_key((value or "").strip())[:PROJECT_KEY_MAX]
+    return reported_project_key((value or "").strip())

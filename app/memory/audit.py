@@ -39,4 +39,3 @@ def provenance(viewer_id: int, item_id: int) -> tuple[MemoryItem, Provenance]:
     if item is None:  # deleted between the two reads
         raise MemoryNotFound()
     return item, tell(owner, entries)
-

@@ -67,7 +67,7 @@ class MemoryView:
         """The page URL of this view with `changes`; defaults stay out of the URL."""
         view = replace(self, **changes)
         return url_for("user_pages.memory_page", scope=view.scope or None,
-                       project=view.project or None if view.scope == Scope.PROJECT else None,
+                       project=(view.project or None) if view.scope == Scope.PROJECT else None,
                        status=None if view.status == Status.ACTIVE else view.status,
                        q=view.q or None, page=view.page if view.page > 1 else None)
 
@@ -154,7 +154,9 @@ def memory_history(item_id: int):
 @bp.get("/preview")
 def preview():
     """新会话中 Agent 会看到: the context block for the chosen project, as the agent gets it."""
-    project = params.project_filter(request.args.get("projectKey")) or None
+    # Named as the context read takes it: a bot key or a blank one is no project there either.
+    project = rules.valid_project_key(params.project_filter(request.args.get("projectKey")),
+                                      service.bot_project_keys())
     return render_template("memory/_preview.html", block=service.preview(_user_id(), project),
                            project=project)
 

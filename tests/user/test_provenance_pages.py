@@ -225,3 +225,9 @@ def test_an_audit_read_appears_in_my_access_log_and_nobody_elses(app: Flask, ali
 def test_an_access_log_without_reads_says_nobody_read_them(alice_page):
     assert "还没有人以审计身份查看过你的记忆" in alice_page.htmx(
         "GET", "/settings/memory/access-log").text
+
+
+def test_the_agents_view_of_a_bot_key_is_the_view_outside_projects(alice_page, store):
+    store.add(alice_page.user_id, "回答请用中文")
+    html = alice_page.htmx("GET", "/settings/memory/preview?projectKey=weixin-bot").text
+    assert "不在项目中的会话里,Agent 会看到 1 条记忆" in _text(html)
