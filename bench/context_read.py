@@ -40,6 +40,9 @@ CONTEXT_PATH = "/api/v1/internal/memory/context"
 WARM_USERS = (1, 2_000)
 COLD_USERS = (2_001, USERS)
 WARM_FILL_SECONDS = 8
+# The context endpoint's req/s against this floor before the cache, by concurrency: the run
+# issue 12 quotes (bench.run context webhook worker, 2 cores, 2 M memories).
+BEFORE_CACHE = {1: 0.61, 8: 0.67, 32: 0.68}
 
 
 def seeded_rows() -> int:
@@ -209,6 +212,11 @@ def run(table_out: list[Table], *, force_seed: bool = False) -> None:
                           f"{load.p99_ms:.2f}", ratio(load.rps, floor.rps),
                           ratio(load.p99_ms, floor.p99_ms), load.errors)
             warm = results["context, warm cache"]
+            cold = results["context, cold cache"].rps / floor.rps
+            verdicts.append(
+                f"target at concurrency {conc}: cold >= the context endpoint's ratio before this "
+                f"release ({BEFORE_CACHE[conc]:.2f}x): {cold:.2f}x, "
+                f"{verdict(cold >= BEFORE_CACHE[conc])}")
             if conc in (8, 32):
                 verdicts.append(
                     f"target at concurrency {conc}: warm >= 1.50x the floor's req/s: "
@@ -216,7 +224,5 @@ def run(table_out: list[Table], *, force_seed: bool = False) -> None:
                     f"warm p99 <= the floor's: {warm.p99_ms / floor.p99_ms:.2f}x, "
                     f"{verdict(warm.p99_ms <= floor.p99_ms)}")
     table.notes += [f"each figure: median of {ROUNDS} slices of {SLICE_SECONDS} s, the "
-                    "endpoints taken in turn", *verdicts,
-                    "target: the cold (miss) path not worse than before this release (context "
-                    "endpoint 0.64x-0.70x the floor in the run quoted in the closing note)"]
+                    "endpoints taken in turn", *verdicts]
     table_out.append(table)

@@ -39,7 +39,9 @@ def write(events: Sequence[Event]) -> None:
              "after": e.after, "at": e.at}
             for e in events if isinstance(e, Changed) and e.memory_id not in deleted]
     if rows:
-        db.session.execute(sa.insert(MemoryEvent), rows)
+        # NULLs rendered, not left out: rows with and without before/after would otherwise be
+        # split into one INSERT per shape.
+        db.session.execute(sa.insert(MemoryEvent).execution_options(render_nulls=True), rows)
 
 
 @dataclass(frozen=True)

@@ -100,3 +100,27 @@ def test_merged_and_dropped_rows_take_their_events_with_them(app, consolidate, m
                  {"op": "drop", "sourceIds": [c]}, {"op": "keep", "sourceIds": [d]}])
     assert {row[0] for row in journal(app)} - {d} == set(memory_rows(app)) - {d}
     assert all(row[0] not in (a, b, c) for row in journal(app))
+
+
+def test_a_jobs_journal_is_one_insert_whatever_its_events_carry(app, extract, memories):
+    """CREATED carries `after`, TOUCHED nothing, UPDATED both: still one statement."""
+    confirmed = memories.add(USER_ID, "部署前先跑测试", source="AUTO")
+    reworded = memories.add(USER_ID, "报告用中文", source="AUTO")
+    inserts: list[str] = []
+
+    def count(conn, cursor, statement, parameters, context, executemany):
+        if statement.startswith("INSERT INTO memory_event"):
+            inserts.append(statement)
+
+    with app.app_context():
+        engine = db.engine
+    sa.event.listen(engine, "before_cursor_execute", count)
+    try:
+        extract([{"type": "user", "content": "仓库统一用 pnpm"},
+                 {"type": "user", "action": "touch", "existingId": confirmed},
+                 {"type": "user", "action": "update", "existingId": reworded,
+                  "content": "所有报告都用中文写"}])
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", count)
+    assert len(journal(app)) == 3
+    assert len(inserts) == 1
