@@ -10,7 +10,16 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from flask import Response, g, make_response, redirect, render_template, request, url_for
+from flask import (
+    Blueprint,
+    Response,
+    g,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
 
 from app import messages
 from app.auth import sessions
@@ -23,6 +32,17 @@ HX_REQUEST = "HX-Request"
 # The aria-live region of base.html, always in view: where an error goes when the page has no
 # better place for it (a row action, an expired page, a dependency down).
 TOAST_TARGET = "#toast"
+
+
+def blueprint(name: str, import_name: str, url_prefix: str) -> Blueprint:
+    """An HTML blueprint behind a login: CSRF on unsafe methods, responses varying on htmx,
+    and the domain's refusals answered as pages answer them."""
+    bp = Blueprint(name, import_name, url_prefix=url_prefix)
+    bp.before_request(require_login)
+    bp.after_request(vary_on_htmx)
+    bp.register_error_handler(DomainError, api_error_response)
+    bp.register_error_handler(ApiError, api_error_response)
+    return bp
 
 
 def is_htmx() -> bool:

@@ -11,23 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from flask import Blueprint, request, url_for
+from flask import request, url_for
 from werkzeug.datastructures import MultiDict
 
 from app import pages, params
 from app.admin.pages import allowed_if
 from app.auth.models import User
-from app.envelope import ApiError
-from app.errors import DomainError, InvalidInput
+from app.errors import InvalidInput
 from app.extraction.models import JobOutcome
 from app.extraction.outcomes import OutcomeStatus
 from app.paging import PageRequest
 
-bp = Blueprint("outcome_pages", __name__, url_prefix="/admin")
-bp.before_request(pages.require_login)
-bp.after_request(pages.vary_on_htmx)
-bp.register_error_handler(DomainError, pages.api_error_response)
-bp.register_error_handler(ApiError, pages.api_error_response)
+bp = pages.blueprint("outcome_pages", __name__, "/admin")
 
 PAGE_SIZE = 50
 TOTALS_LIMIT = 20

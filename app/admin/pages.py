@@ -11,13 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, ParamSpec, TypeVar
 
-from flask import Blueprint, Response, make_response, render_template, request, url_for
+from flask import Response, make_response, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 
 from app import messages, pages, params
 from app.admin.api import MEMORY_READ
 from app.auth.models import User
-from app.envelope import ApiError
 from app.errors import DomainError
 from app.extensions import db
 from app.extraction import llm
@@ -31,11 +30,7 @@ from app.system.models import EXTRACTION_MODEL_KEY, LlmModel, SystemSetting
 P = ParamSpec("P")
 R = TypeVar("R")
 
-bp = Blueprint("admin_pages", __name__, url_prefix="/admin")
-bp.before_request(pages.require_login)
-bp.after_request(pages.vary_on_htmx)
-bp.register_error_handler(DomainError, pages.api_error_response)
-bp.register_error_handler(ApiError, pages.api_error_response)
+bp = pages.blueprint("admin_pages", __name__, "/admin")
 
 PAGE_SIZE = 20
 SEARCH_MAX = 64

@@ -10,11 +10,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from flask import Blueprint, make_response, render_template, request, url_for
+from flask import make_response, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 
 from app import messages, pages, params
-from app.envelope import ApiError
 from app.errors import DomainError
 from app.extraction import llm
 from app.memory import access_log as access
@@ -24,11 +23,7 @@ from app.memory.repository import Filters
 from app.memory.rules import Scope, Status
 from app.paging import Page, PageRequest
 
-bp = Blueprint("user_pages", __name__, url_prefix="/settings/memory")
-bp.before_request(pages.require_login)
-bp.after_request(pages.vary_on_htmx)
-bp.register_error_handler(DomainError, pages.api_error_response)
-bp.register_error_handler(ApiError, pages.api_error_response)
+bp = pages.blueprint("user_pages", __name__, "/settings/memory")
 
 PAGE_SIZE = 20
 ACCESS_PAGE_SIZE = 10
