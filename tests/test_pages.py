@@ -7,7 +7,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.page_support import PageSession, Store
+from tests.page_support import PageSession, Store, csrf_from
 
 PAGES = ["/settings/memory", "/admin/memory", "/admin/settings"]
 
@@ -113,8 +113,14 @@ def test_list_fragment_has_no_html_shell(root_page):
 
 
 def test_page_carries_the_csrf_token_for_htmx_on_body(root_page):
+    """The page's own token (Flask-WTF signs each with its second, so two renders may differ),
+    on <body> for every htmx request, and good for a write."""
     html = root_page.get("/settings/memory").text
-    assert f'<body hx-headers=\'{{"X-CSRF-Token": "{root_page.csrf}"}}\'>' in html
+    token = csrf_from(html)
+    assert f'<body hx-headers=\'{{"X-CSRF-Token": "{token}"}}\'>' in html
+    root_page.csrf = token
+    assert root_page.htmx("PATCH", "/settings/memory/auto-capture",
+                          {"enabled": "true"}).status_code == 200
 
 
 def test_htmx_is_vendored_with_its_version_in_the_file_name(root_page, client):
