@@ -19,6 +19,7 @@ database is down.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -28,6 +29,8 @@ from flask import Flask, current_app
 from sqlalchemy.engine import Dialect
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql import Executable
+
+from app.extensions import db
 
 EXTENSION = "rawdb"
 
@@ -44,6 +47,8 @@ class Compiled:
 
 
 _compiled: dict[tuple[int, str], Compiled] = {}
+# A module-level statement and its values.
+Step = tuple[Executable, dict[str, Any]]
 
 
 def compiled(statement: Executable, dialect: Dialect) -> Compiled:
@@ -56,6 +61,48 @@ def compiled(statement: Executable, dialect: Dialect) -> Compiled:
                          tuple(result.positiontup) if result.positional else None)
         _compiled[key] = found
     return found
+
+
+def _joined(cursor: Any, dialect: Dialect, steps: Sequence[Step]) -> str:
+    """The steps as one multi-statement query, each statement's values escaped by the driver."""
+    parts = []
+    for statement, params in steps:
+        statement_sql = compiled(statement, dialect)
+        parts.append(cursor.mogrify(statement_sql.sql, statement_sql.values(params)))
+    return ";\n".join(parts)
+
+
+def _results(cursor: Any, dialect: Dialect, sql: str, count: int) -> list[list[tuple]]:
+    """The rows of each of `count` statements of a multi-statement query just sent."""
+    results = [list(cursor.fetchall())]
+    for _ in range(count - 1):
+        try:
+            cursor.nextset()
+        except dialect.loaded_dbapi.Error as exc:
+            raise _wrap(exc, dialect, sql) from exc
+        results.append(list(cursor.fetchall()))
+    return results
+
+
+def in_session(*steps: Step) -> list[list[tuple]]:
+    """Several statements in one round trip inside the ORM session's transaction (the unit of
+    work's): on its connection, as `Connection.batch` does on the pools'; one after the other
+    through the session where there are no round trips to save (SQLite)."""
+    connection = db.session.connection()
+    dialect = connection.dialect
+    if dialect.name == "sqlite":
+        results = (connection.execute(statement, params) for statement, params in steps)
+        return [list(result) if result.returns_rows else [] for result in results]
+    cursor = connection.connection.dbapi_connection.cursor()
+    sql = _joined(cursor, dialect, steps)
+    try:
+        try:
+            cursor.execute(sql)
+        except dialect.loaded_dbapi.Error as exc:
+            raise _wrap(exc, dialect, sql) from exc
+        return _results(cursor, dialect, sql, len(steps))
+    finally:
+        cursor.close()
 
 
 def _wrap(exc: Exception, dialect: Dialect, sql: str | None = None, values: Any = None,
@@ -138,26 +185,16 @@ class Connection:
         self._fresh = False
         self._pending = not self.pool.autocommit
 
-    def batch(self, *steps: tuple[Executable, dict[str, Any]]) -> list[list[tuple]]:
+    def batch(self, *steps: Step) -> list[list[tuple]]:
         """Several statements in one round trip — MySQL's multi-statement query, the values
         escaped by the driver as for any query — or one after the other where there are no
         round trips to save (SQLite). The rows of each; the first failing statement raises and
         the rest are not run."""
         if self.dialect.name == "sqlite":
             return [self.rows(statement, **params) for statement, params in steps]
-        parts = []
-        for statement, params in steps:
-            statement_sql = compiled(statement, self.dialect)
-            parts.append(self.cursor.mogrify(statement_sql.sql, statement_sql.values(params)))
-        self._send(";\n".join(parts), None)
-        results = [list(self.cursor.fetchall())]
-        for _ in steps[1:]:
-            try:
-                self.cursor.nextset()
-            except self._error as exc:
-                raise _wrap(exc, self.dialect, ";\n".join(parts)) from exc
-            results.append(list(self.cursor.fetchall()))
-        return results
+        sql = _joined(self.cursor, self.dialect, steps)
+        self._send(sql, None)
+        return _results(self.cursor, self.dialect, sql, len(steps))
 
     def rows(self, statement: Executable, **params: Any) -> list[tuple]:
         """Every row, read to the end so no driver keeps the statement (or a SQLite lock)."""
@@ -191,7 +228,8 @@ def init_app(app: Flask, orm_engine_options: dict[str, Any]) -> None:
     url = app.config["SQLALCHEMY_DATABASE_URI"]
     # No ping on checkout: the retry above covers a dropped connection for less.
     options = {k: v for k, v in orm_engine_options.items()
-               if k not in ("isolation_level", "pool_pre_ping", "connect_args")}
+               if k not in ("isolation_level", "pool_pre_ping", "connect_args",
+                            "pool_reset_on_return")}
     connect_args = dict(orm_engine_options.get("connect_args") or {})
     if url.startswith("sqlite"):
         reads = sa.create_engine(url, isolation_level="AUTOCOMMIT", pool_reset_on_return=None,

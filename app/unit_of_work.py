@@ -21,11 +21,13 @@ from types import TracebackType
 from app.extensions import db
 from app.memory import context, journal
 from app.memory.events import Event
+from app.rawdb import Step, in_session
 
 
 class UnitOfWork:
     def __init__(self) -> None:
         self.events: list[Event] = []
+        self.rows: list[Step] = []
         self._committed = False
 
     def __enter__(self) -> UnitOfWork:
@@ -39,12 +41,19 @@ class UnitOfWork:
     def record(self, event: Event) -> None:
         self.events.append(event)
 
+    def insert(self, row: Step) -> None:
+        """A row the commit inserts with the journal, in the same round trip (a job's outcome)."""
+        self.rows.append(row)
+
     def flush(self) -> None:
-        """Send what a commit would — the pending changes and the journal — but keep the
-        transaction open."""
-        journal.write(self.events)
-        self.events = []
+        """Send what a commit would — the pending changes, then the journal and the rows to
+        insert in one round trip — but keep the transaction open."""
         db.session.flush()
+        deleted = journal.purge(self.events)
+        rows = journal.rows(self.events, deleted) + self.rows
+        self.events, self.rows = [], []
+        if rows:
+            in_session(*rows)
 
     def commit(self) -> None:
         changed_users = {event.user_id for event in self.events}
@@ -57,4 +66,4 @@ class UnitOfWork:
     def rollback(self) -> None:
         """Undo everything since the last commit; the session stays usable."""
         db.session.rollback()
-        self.events = []
+        self.events, self.rows = [], []

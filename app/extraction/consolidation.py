@@ -21,8 +21,7 @@ from typing import Any
 from flask import current_app
 
 from app.extraction import llm, parser, prompt
-from app.extraction.outcomes import Outcome, OutcomeStatus
-from app.extraction.pipeline import runnable_model
+from app.extraction.outcomes import Outcome, OutcomeStatus, runnable_model
 from app.memory import repository
 from app.memory.events import Actor
 from app.memory.memories import Plan, UserMemories
@@ -71,7 +70,7 @@ def read_inputs(job: ConsolidationJob, outcome: Outcome) -> Inputs | None:
     if len(rows) < MERGE_MIN_SOURCES:
         outcome.finish(OutcomeStatus.SKIPPED, "too_few_rows")  # nothing to merge: no LLM call
         return None
-    model = runnable_model(outcome)
+    model = runnable_model(outcome, llm.resolve_model())
     if model is None:
         return None
     # The model is told how far the machine rows must shrink for the whole group (MANUAL rows

@@ -19,7 +19,8 @@ import certifi
 import httpx2
 import openai
 
-from app.system.models import EXTRACTION_MODEL_KEY, LlmModel
+from app.extensions import db
+from app.system.models import CHOSEN_MODEL, EXTRACTION_MODEL_KEY
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +72,6 @@ class ChatModel:
     base_url: str | None
     api_key_env: str | None
 
-    @classmethod
-    def from_row(cls, row: LlmModel) -> ChatModel:
-        return cls(row.id, row.name, row.model, row.base_url, row.api_key_env)
-
 
 @dataclass(frozen=True)
 class Completion:
@@ -84,13 +81,26 @@ class Completion:
     total_tokens: int | None
 
 
-def resolve_model() -> ChatModel | None:
-    """D10: the model `memory.extractionModelId` names, else the default; None when neither."""
-    row, configured, named = LlmModel.chosen_for(EXTRACTION_MODEL_KEY)
-    if configured and not named:
+# CHOSEN_MODEL for extraction, as a step of a raw batch (the job's reads, `pipeline`).
+MODEL_STEP = (CHOSEN_MODEL, {"setting_key": EXTRACTION_MODEL_KEY})
+
+
+def model_from(rows: Sequence[tuple]) -> ChatModel | None:
+    """D10 from MODEL_STEP's rows: the model `memory.extractionModelId` names, else the default;
+    None when neither."""
+    if not rows:
+        return None
+    model_id, name, model, base_url, key_env, named, configured = rows[0]
+    if (configured or "").strip() and not named:
         log.warning("event=extraction.model_unknown setting=%s model_id=%r fallback=default",
-                    EXTRACTION_MODEL_KEY, configured)
-    return None if row is None else ChatModel.from_row(row)
+                    EXTRACTION_MODEL_KEY, configured.strip())
+    return ChatModel(model_id, name, model, base_url, key_env)
+
+
+def resolve_model() -> ChatModel | None:
+    """D10, read now in the caller's session."""
+    statement, params = MODEL_STEP
+    return model_from([tuple(row) for row in db.session.execute(statement, params)])
 
 
 def api_key_env(model: ChatModel) -> str:

@@ -3,6 +3,7 @@ per-user consolidation cooldown."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -158,12 +159,17 @@ class ConsolidationState(db.Model):
         Timestamp, nullable=False,
         comment="when the user's last consolidation was claimed (24 h cooldown)")
 
-    @classmethod
-    def cooling_down(cls, user_id: int, now: datetime, cooldown: timedelta) -> bool:
-        """Whether the user's last consolidation started less than `cooldown` ago: a read that
-        lets most extractions skip the trigger's counts; `claim` still decides."""
-        last = db.session.scalar(sa.select(cls.last_started_at).where(cls.user_id == user_id))
-        return last is not None and last > now - cooldown
+    @staticmethod
+    def cooling_down(rows: Sequence[tuple], now: datetime, cooldown: timedelta) -> bool:
+        """From LAST_STARTED's rows: whether the user's last consolidation started less than
+        `cooldown` ago — a read that lets most extractions skip the trigger's counts; `claim`
+        still decides."""
+        if not rows:
+            return False
+        last = rows[0][0]
+        if isinstance(last, str):  # SQLite's raw driver gives the stored text back
+            last = datetime.fromisoformat(last)
+        return last > now - cooldown
 
     @classmethod
     def claim(cls, user_id: int, now: datetime, cooldown: timedelta) -> bool:
@@ -185,3 +191,14 @@ class ConsolidationState(db.Model):
         except IntegrityError:
             return False  # a concurrent first claim won
         return True
+
+
+# When the user's last consolidation started (no row: never), for a raw batch (app.rawdb).
+LAST_STARTED = (sa.select(ConsolidationState.last_started_at)
+                .where(ConsolidationState.user_id == sa.bindparam("user_id")))
+
+
+# One job's outcome row, for the unit of work to insert with the job's journal in one round trip.
+OUTCOME_ROW = sa.insert(JobOutcome).values(
+    {column.key: sa.bindparam(column.key) for column in JobOutcome.__table__.columns
+     if column.key != "id"})

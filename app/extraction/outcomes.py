@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.exc import IntegrityError
 
 from app import metrics
-from app.extensions import db
-from app.extraction.models import JobOutcome
+from app.db_types import utcnow
+from app.extraction.llm import ChatModel, why_unusable
+from app.extraction.models import OUTCOME_ROW
 from app.memory.memories import Learned
 from app.memory.rules import Group
 from app.unit_of_work import UnitOfWork
@@ -108,18 +109,19 @@ class Outcome:
     def duration_ms(self) -> int:
         return int((time.monotonic() - self.started) * 1000)
 
-    def stage(self) -> None:
-        """Add the row to the current transaction (the caller commits)."""
-        db.session.add(JobOutcome(
-            kind=self.kind, job_id=self.job_id, event_id=self.event_id, user_id=self.user_id,
-            session_id=self.session_id, status=self.status.value, reason=self.reason,
-            attempts=self.attempts, model=self.model, prompt_chars=self.prompt_chars,
-            prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
-            total_tokens=self.total_tokens, inserted=self.inserted, touched=self.touched,
-            updated=self.updated, dropped=self.dropped, demoted=self.demoted,
-            duration_ms=self.duration_ms, scope=self.scope, project_key=self.project_key,
-            rows_in=self.rows_in, rows_out=self.rows_out, merges=self.merges, drops=self.drops,
-        ))
+    def stage(self, uow: UnitOfWork) -> None:
+        """The row, inserted by `uow`'s commit (with the job's journal, one round trip)."""
+        uow.insert((OUTCOME_ROW, {
+            "kind": self.kind, "job_id": self.job_id, "event_id": self.event_id,
+            "user_id": self.user_id, "session_id": self.session_id, "status": self.status.value,
+            "reason": self.reason, "attempts": self.attempts, "model": self.model,
+            "prompt_chars": self.prompt_chars, "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens, "total_tokens": self.total_tokens,
+            "inserted": self.inserted, "touched": self.touched, "updated": self.updated,
+            "dropped": self.dropped, "demoted": self.demoted, "duration_ms": self.duration_ms,
+            "created_at": utcnow(), "scope": self.scope, "project_key": self.project_key,
+            "rows_in": self.rows_in, "rows_out": self.rows_out, "merges": self.merges,
+            "drops": self.drops}))
 
     def log(self) -> None:
         """Report a job whose outcome was committed: its structured line (ids, result and
@@ -159,10 +161,21 @@ class Outcome:
                 metrics.CONSOLIDATION_OPERATIONS.labels(op=op).inc(count or 0)
 
 
+def runnable_model(outcome: Outcome, model: ChatModel | None) -> ChatModel | None:
+    """`model` (as D10 resolved it) when it can be called, or None — with the outcome skipped
+    for that reason — when none is configured or its key is missing: configuration, not a
+    failure of the job."""
+    reason = why_unusable(model)
+    if reason is not None:
+        outcome.finish(OutcomeStatus.SKIPPED, reason)
+        return None
+    return model
+
+
 def record(outcome: Outcome) -> None:
     """Commit the outcome in a transaction of its own."""
     with UnitOfWork() as uow:
-        outcome.stage()
+        outcome.stage(uow)
         try:
             uow.commit()
         except IntegrityError:

@@ -2,7 +2,8 @@
 model, hand what it answered to the domain.
 
 1. `read_inputs`: the toggle re-checked (D9), the two texts (D8), the short-circuit (D11, no LLM
-   call), the model (D10) and whether it can run, the comparison and negative sets (D13).
+   call), the model (D10) and whether it can run, the comparison and negative sets (D13), the
+   D15 cooldown — all read in one round trip of the raw read pool, outside any transaction.
 2. `ask_model`: one chat completion and its parsing — the runner calls it with no transaction
    open; a timeout or an invalid answer abandons the run (seed §5.6 step 4).
 3. `hand_over`: the checked candidates, placed in their groups (a project fact of a session
@@ -21,8 +22,8 @@ from typing import Any
 from flask import current_app
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.extraction import llm, parser, prompt
-from app.extraction.outcomes import Outcome, OutcomeStatus
+from app.extraction import llm, parser, prompt, trigger
+from app.extraction.outcomes import Outcome, OutcomeStatus, runnable_model
 from app.extraction.parser import Candidate, FactType
 from app.memory import repository, rules
 from app.memory.events import Actor
@@ -30,6 +31,7 @@ from app.memory.memories import Fact, UserMemories
 from app.memory.repository import Known
 from app.memory.rules import USER_GROUP, Group
 from app.memory.service import bot_project_keys
+from app.rawdb import raw_database
 from app.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,7 @@ class Inputs:
     dismissed: list[str]  # the negative set, without ids
     messages: list[dict[str, str]]
     degraded: bool = False  # the sets could not be read (seed §10.6: degrade, do not block)
+    cooling_down: bool = False  # D15's cooldown: no consolidation is asked after this job
 
     def references(self) -> dict[Group, set[int]]:
         """Per group, the ids a candidate of that group may name."""
@@ -73,39 +76,38 @@ class Inputs:
         return ids
 
 
-def runnable_model(outcome: Outcome) -> llm.ChatModel | None:
-    """The model to call (D10), or None — with the outcome skipped for that reason — when none
-    is configured or its key is missing: configuration, not a failure of the job."""
-    model = llm.resolve_model()
-    reason = llm.why_unusable(model)
-    if reason is not None:
-        outcome.finish(OutcomeStatus.SKIPPED, reason)
-        return None
-    return model
-
-
 def _clip(text: str) -> str:
     """D8: each side of the conversation is cut to EXTRACT_INPUT_MAX code points."""
     return text.strip()[:rules.EXTRACT_INPUT_MAX]
 
 
-def _known(uow: UnitOfWork, user_id: int, groups: list[Group]) -> tuple[list[Known], list[str],
-                                                                         bool]:
+def _read(job: ExtractionJob, groups: list[Group]) -> tuple[list[list[tuple]], bool]:
+    """Everything the job decides on, in one round trip of the raw read pool: the D9 switch, the
+    D10 model, the D15 cooldown, then the D13 sets of `groups` — and whether the sets are
+    missing (degraded)."""
+    decisions = [(repository.AUTO_CAPTURE, {"user_id": job.user_id}), llm.MODEL_STEP,
+                 trigger.cooldown_step(job.user_id)]
+    reads = raw_database().reads
     try:
-        comparison, negative = repository.known_sets(user_id, groups)
-        return comparison, negative, False
+        with reads.connection() as conn:
+            return conn.batch(*decisions, *repository.known_set_steps(job.user_id, groups)), False
     except SQLAlchemyError as exc:
-        # Seed §10.1/§10.6: a failed read degrades, it does not block. With an empty comparison
-        # set every touch/update is unreferenceable and the exact-hash pre-check is the dedup.
-        uow.rollback()
-        log.warning("event=extraction.comparison_set_failed user=%s error=%s", user_id,
+        # Seed §10.1/§10.6: a failed read of the sets degrades, it does not block. With an empty
+        # comparison set every touch/update is unreferenceable and the exact-hash pre-check is
+        # the dedup. (When the decisions cannot be read either, the job fails as before.)
+        log.warning("event=extraction.comparison_set_failed user=%s error=%s", job.user_id,
                     type(exc).__name__)
-        return [], [], True
+    with reads.connection() as conn:
+        return conn.batch(*decisions) + [[] for _ in range(2 * len(groups))], True
 
 
-def read_inputs(uow: UnitOfWork, job: ExtractionJob, outcome: Outcome) -> Inputs | None:
+def read_inputs(job: ExtractionJob, outcome: Outcome) -> Inputs | None:
     """The inputs of the model call, or None when the job ends here (`outcome` says why)."""
-    if not repository.auto_capture_enabled(job.user_id):
+    project_key = rules.valid_project_key(job.project_key, bot_project_keys())
+    project_group = None if project_key is None else Group(project_key)
+    groups = [USER_GROUP] if project_group is None else [USER_GROUP, project_group]
+    (switch, model_rows, cooldown_rows, *sets), degraded = _read(job, groups)
+    if not repository.capturing(switch):
         outcome.finish(OutcomeStatus.SKIPPED, "auto_capture_disabled")  # re-checked (D9)
         return None
     user_text, assistant_text = job.user_message or "", job.assistant_message or ""
@@ -115,17 +117,15 @@ def read_inputs(uow: UnitOfWork, job: ExtractionJob, outcome: Outcome) -> Inputs
     if rules.length(rules.normalize(user_text)) < rules.EXTRACT_MIN_USER_MESSAGE:
         outcome.finish(OutcomeStatus.SKIPPED, "user_message_too_short")  # D11: no LLM call
         return None
-    model = runnable_model(outcome)
+    model = runnable_model(outcome, llm.model_from(model_rows))
     if model is None:
         return None
-    project_key = rules.valid_project_key(job.project_key, bot_project_keys())
-    project_group = None if project_key is None else Group(project_key)
-    groups = [USER_GROUP] if project_group is None else [USER_GROUP, project_group]
-    comparison, dismissed, degraded = _known(uow, job.user_id, groups)
+    comparison, dismissed = repository.known_sets(groups, sets)
     messages = prompt.build_messages(project_key=project_key, comparison=comparison,
                                      dismissed=dismissed, user_message=_clip(user_text),
                                      assistant_message=_clip(assistant_text))
-    return Inputs(model, project_group, comparison, dismissed, messages, degraded)
+    return Inputs(model, project_group, comparison, dismissed, messages, degraded,
+                  trigger.cooling_down(job.user_id, cooldown_rows))
 
 
 def ask_model(inputs: Inputs, outcome: Outcome) -> parser.Parsed | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from flask import current_app
@@ -23,14 +24,15 @@ from redis.exceptions import RedisError
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from app.db_types import utcnow
-from app.extraction import consolidation, parser, pipeline, trigger
+from app.extraction import consolidation, llm, parser, pipeline, trigger
 from app.extraction.llm import LlmError, LlmTransientError
 from app.extraction.models import JobOutcome
 from app.extraction.outcomes import JobKindName, Outcome, OutcomeStatus, record
 from app.extraction.queue import JobResult, SessionBusy, memory_queue
 from app.memory import repository, rules
 from app.memory.memories import GroupChanged
-from app.memory.rules import Group
+from app.memory.repository import Known
+from app.memory.rules import USER_GROUP, Group
 from app.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -92,18 +94,18 @@ def run_extraction(payload: dict[str, Any], attempt: int, job_id: str) -> JobRes
     def work() -> None:
         nonlocal consolidation_due
         with memory_queue().session_lock(job.session_id):
-            with UnitOfWork() as uow:
-                inputs = pipeline.read_inputs(uow, job, outcome)
-            # The read transaction has ended: nothing stays open while the model thinks.
+            # Read outside any transaction (one round trip): nothing stays open while the model
+            # thinks.
+            inputs = pipeline.read_inputs(job, outcome)
             parsed = pipeline.ask_model(inputs, outcome) if inputs is not None else None
             with UnitOfWork() as uow:
                 if parsed is not None:
                     pipeline.hand_over(uow, job, inputs, parsed, outcome)
-                outcome.stage()
-                # D15 waits for new information; within its cooldown (most of the time for a
-                # user with enough memories) nothing more is asked after the commit.
-                consolidation_due = outcome.persisted and not trigger.cooling_down(job.user_id)
+                outcome.stage(uow)
                 _commit_once(uow, job_id)
+            # D15 waits for new information; within its cooldown (most of the time for a user
+            # with enough memories) nothing more is asked after the commit.
+            consolidation_due = outcome.persisted and not inputs.cooling_down
 
     try:
         result = _attempt(outcome, attempt, work)
@@ -158,7 +160,7 @@ def run_consolidation(payload: dict[str, Any], attempt: int, job_id: str) -> Job
                 except GroupChanged as exc:
                     uow.rollback()  # nothing of the plan stays; the outcome still goes in
                     outcome.finish(OutcomeStatus.ABANDONED, exc.reason)
-            outcome.stage()
+            outcome.stage(uow)
             uow.commit()
 
     return _attempt(outcome, attempt, work)
@@ -180,6 +182,14 @@ def warm_up() -> None:
                       attempts=1)
     with UnitOfWork() as uow:  # never committed
         repository.set_auto_capture(nobody, True, utcnow())
+        uow.flush()
+        # The job's reads go through the raw pool, which cannot see this transaction: they
+        # compile their statements and find the switch off. What the model is shown in the
+        # second round is what the first wrote, read back in this transaction.
+        pipeline.read_inputs(job, outcome)
+        project_group = Group(job.project_key)
+        inputs = pipeline.Inputs(llm.ChatModel(0, "warm-up", "warm-up", None, None),
+                                 project_group, comparison=[], dismissed=[], messages=[])
         # Two rounds, as the model would answer them: insert a fact of each group, then touch
         # and reword what the first round wrote.
         for answer in (lambda ids: [{"type": "user", "content": "warm-up"},
@@ -187,13 +197,12 @@ def warm_up() -> None:
                        lambda ids: [{"type": "user", "action": "touch", "existingId": ids[0]},
                                     {"type": "project", "action": "update",
                                      "existingId": ids[-1], "content": "warm-up again"}]):
-            inputs = pipeline.read_inputs(uow, job, outcome)
-            if inputs is None:
-                return  # no usable model: every job stops here too
-            ids = [memory.id for memory in inputs.comparison] or [0]
+            ids = [known.id for known in inputs.comparison] or [0]
             parsed = parser.parse(json.dumps(answer(ids)))
             pipeline.hand_over(uow, job, inputs, parsed, outcome)
-        trigger.cooling_down(nobody)
+            inputs = replace(inputs, comparison=[
+                Known(row.id, group, row.content) for group in (USER_GROUP, project_group)
+                for row in repository.machine_rows(nobody, group)])
         trigger.groups_due(nobody, outcome.written_groups)
-        outcome.stage()
+        outcome.stage(uow)
         uow.flush()

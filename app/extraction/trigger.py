@@ -20,12 +20,15 @@ refuses the jobs the rollback gives the claim back.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import timedelta
+from typing import Any
+
+import sqlalchemy as sa
 
 from app.db_types import utcnow
 from app.extraction.consolidation import ConsolidationJob
-from app.extraction.models import ConsolidationState
+from app.extraction.models import LAST_STARTED, ConsolidationState
 from app.extraction.queue import job_kinds, memory_queue
 from app.memory import repository, rules
 from app.memory.rules import Group
@@ -47,10 +50,16 @@ def groups_due(user_id: int, written_groups: Collection[Group]) -> list[Group]:
     return due
 
 
-def cooling_down(user_id: int) -> bool:
-    """Whether the user's last consolidation started less than a day ago: a read that spares
-    most extractions the counts below (`after_extraction`'s claim still decides)."""
-    cooling = ConsolidationState.cooling_down(user_id, utcnow(), COOLDOWN)
+def cooldown_step(user_id: int) -> tuple[sa.Select, dict[str, Any]]:
+    """The read `cooling_down` decides on, as a step of the job's raw batch of reads."""
+    return LAST_STARTED, {"user_id": user_id}
+
+
+def cooling_down(user_id: int, rows: Sequence[tuple]) -> bool:
+    """From `cooldown_step`'s rows: whether the user's last consolidation started less than a
+    day ago, which spares most extractions the counts below (`after_extraction`'s claim still
+    decides)."""
+    cooling = ConsolidationState.cooling_down(rows, utcnow(), COOLDOWN)
     if cooling:
         log.info("event=consolidation.cooling_down user=%s", user_id)
     return cooling

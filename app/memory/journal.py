@@ -1,14 +1,15 @@
 """The journal: a memory_event row for every change of a memory (SPEC §8 Provenance).
 
-The unit of work calls `write` with the events the aggregate recorded, just before it commits,
-so the rows are in the same transaction as the change, whoever made it: all of a transaction's
-rows in one INSERT. A memory deleted for good takes its rows with it (deleted means gone).
+The unit of work asks for the rows of the events the aggregate recorded just before it commits,
+so they are in the same transaction as the change, whoever made it, and sends them in one round
+trip with the transaction's other rows. A memory deleted for good takes its rows with it
+(deleted means gone).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,6 +21,7 @@ from app.extensions import db
 from app.memory.events import Changed, Deleted, Event, EventType
 from app.memory.models import MemoryEvent, MemoryItem
 from app.memory.rules import ID_MAX
+from app.rawdb import Step
 
 
 def _stored_before(event: Changed) -> str | None:
@@ -28,20 +30,29 @@ def _stored_before(event: Changed) -> str | None:
     return event.before
 
 
-def write(events: Sequence[Event]) -> None:
-    """The journal rows of one transaction's events (purges first, then one batched INSERT)."""
+# One change's row; a transaction's rows go in one round trip with the unit of work's other
+# rows (`UnitOfWork.flush`).
+JOURNAL_ROW = sa.insert(MemoryEvent).values(
+    {name: sa.bindparam(name) for name in ("memory_id", "user_id", "type", "actor",
+                                           "session_id", "before", "after", "at")})
+
+
+def purge(events: Sequence[Event]) -> set[int]:
+    """Delete the journal of the memories these events deleted; their ids."""
     deleted = {i for e in events if isinstance(e, Deleted) for i in e.memory_ids}
     if deleted:
         db.session.execute(sa.delete(MemoryEvent).where(MemoryEvent.memory_id.in_(deleted))
                            .execution_options(synchronize_session=False))
-    rows = [{"memory_id": e.memory_id, "user_id": e.user_id, "type": e.type.value,
-             "actor": e.actor.value, "session_id": e.session_id, "before": _stored_before(e),
-             "after": e.after, "at": e.at}
+    return deleted
+
+
+def rows(events: Sequence[Event], deleted: Collection[int]) -> list[Step]:
+    """The journal rows of one transaction's changes, but of memories it deleted."""
+    return [(JOURNAL_ROW, {"memory_id": e.memory_id, "user_id": e.user_id,
+                           "type": e.type.value, "actor": e.actor.value,
+                           "session_id": e.session_id, "before": _stored_before(e),
+                           "after": e.after, "at": e.at})
             for e in events if isinstance(e, Changed) and e.memory_id not in deleted]
-    if rows:
-        # NULLs rendered, not left out: rows with and without before/after would otherwise be
-        # split into one INSERT per shape.
-        db.session.execute(sa.insert(MemoryEvent).execution_options(render_nulls=True), rows)
 
 
 @dataclass(frozen=True)

@@ -217,8 +217,7 @@ class UserMemories:
         group — a touch or update naming any other row (MANUAL, DISMISSED, another group's,
         unknown) is dropped, never turned into an insert."""
         run = _Learning(self, Learned())
-        self._lock()
-        run.active = repository.count_active(self.user_id)
+        run.active = repository.lock_and_count(self.user_id)  # the lock `_lock` takes
         for fact in facts:
             if fact.action is Action.INSERT:
                 run.insert(fact.group, fact.content)

@@ -33,15 +33,18 @@ from app.memory.rules import (
     Status,
 )
 from app.paging import Page, PageRequest, paginate
-from app.rawdb import raw_database
+from app.rawdb import in_session, raw_database
 
 NEWEST_FIRST = (MemoryItem.updated_at.desc(), MemoryItem.id.desc())
 
 
 def machine_made() -> sa.ColumnElement[bool]:
     """AUTO or CONSOLIDATED: the rows extraction and consolidation may match, rewrite, demote or
-    merge (D13-D15). A MANUAL row is never one of them."""
-    return MemoryItem.source.in_([s.value for s in MACHINE_SOURCES])
+    merge (D13-D15). A MANUAL row is never one of them.
+
+    Equalities rather than IN: an IN list is expanded when the statement runs, which the raw
+    pool's statements, compiled once (app.rawdb), cannot do."""
+    return sa.or_(*(MemoryItem.source == source.value for source in MACHINE_SOURCES))
 
 
 def _in_group(user_id: int, group: Group, status: Status | None = Status.ACTIVE) -> list[Any]:
@@ -55,12 +58,15 @@ def _in_group(user_id: int, group: Group, status: Status | None = Status.ACTIVE)
     return conditions
 
 
+LOCK_USER = sa.select(User.id).where(User.id == sa.bindparam("user_id")).with_for_update()
+
+
 def lock_user(user_id: int) -> None:
     """Serialize a user's writes that may grow their ACTIVE count (the 200 cap, D7/D14).
 
     A row lock on MySQL, held until the transaction ends; SQLite serializes writers on its own.
     """
-    db.session.execute(sa.select(User.id).where(User.id == user_id).with_for_update())
+    db.session.execute(LOCK_USER, {"user_id": user_id})
 
 
 # ---- one memory -----------------------------------------------------------------------------
@@ -110,10 +116,20 @@ def by_hash(user_id: int, digest: str, *, for_update: bool = False) -> Wording |
     return None if row is None else Wording(*row)
 
 
+COUNT_ACTIVE = (sa.select(sa.func.count()).select_from(MemoryItem)
+                .where(MemoryItem.user_id == sa.bindparam("user_id"),
+                       MemoryItem.status == Status.ACTIVE.value))
+
+
 def count_active(user_id: int) -> int:
-    return db.session.scalar(
-        sa.select(sa.func.count()).select_from(MemoryItem)
-        .where(MemoryItem.user_id == user_id, MemoryItem.status == Status.ACTIVE.value)) or 0
+    return db.session.scalar(COUNT_ACTIVE, {"user_id": user_id}) or 0
+
+
+def lock_and_count(user_id: int) -> int:
+    """`lock_user`, then `count_active` — exact under the lock, each statement seeing what
+    others committed — in one round trip."""
+    _, count = in_session((LOCK_USER, {"user_id": user_id}), (COUNT_ACTIVE, {"user_id": user_id}))
+    return count[0][0] if count else 0
 
 
 # ---- lists ----------------------------------------------------------------------------------
@@ -200,30 +216,56 @@ class Known:
     content: str
 
 
-def known_sets(user_id: int, groups: Sequence[Group],
-               negative_limit: int = NEGATIVE_SET_MAX) -> tuple[list[Known], list[str]]:
-    """What extraction shows the model (D13): the comparison set — the machine-made ACTIVE rows
-    of the groups, each group newest first (MANUAL rows never appear: a user's own words are
-    never matched or rewritten) — and the negative set — the contents of the newest DISMISSED
-    rows of the groups, at most `negative_limit` in all.
+def _group_rows(columns: Sequence[Any], *, project: bool, status: Status,
+                limit: int) -> sa.Select:
+    """One group's rows of one status, newest first, for the raw read pool: the user's USER
+    rows, or (`project`) those of the bound project key."""
+    group = (MemoryItem.project_key == sa.bindparam("project_key") if project
+             else MemoryItem.scope == Scope.USER.value)
+    conditions = [MemoryItem.user_id == sa.bindparam("user_id"), group,
+                  MemoryItem.status == status.value]
+    if status is Status.ACTIVE:
+        conditions.append(machine_made())
+    return sa.select(*columns).where(*conditions).order_by(*NEWEST_FIRST).limit(limit)
 
-    An index range scan per group and set. (One UNION ALL of them measured nearly twice as
-    slow on MariaDB, the derived tables materialized.)"""
-    comparison: list[Known] = []
-    dismissed: list[sa.Row] = []
-    for group in groups:
-        rows = db.session.execute(
-            sa.select(MemoryItem.id, MemoryItem.content)
-            .where(*_in_group(user_id, group), machine_made())
-            .order_by(*NEWEST_FIRST).limit(ACTIVE_PER_USER_MAX))
-        comparison.extend(Known(row.id, group, row.content) for row in rows)
-    for group in groups:
-        dismissed.extend(db.session.execute(
-            sa.select(MemoryItem.content, MemoryItem.updated_at, MemoryItem.id)
-            .where(*_in_group(user_id, group, Status.DISMISSED))
-            .order_by(*NEWEST_FIRST).limit(negative_limit)))
-    dismissed.sort(key=lambda r: (r.updated_at, r.id), reverse=True)
-    return comparison, [r.content for r in dismissed[:negative_limit]]
+
+# The comparison set of a group: its machine-made ACTIVE rows (MANUAL rows never appear: a
+# user's own words are never matched or rewritten).
+_COMPARISON = {project: _group_rows((MemoryItem.id, MemoryItem.content), project=project,
+                                    status=Status.ACTIVE, limit=ACTIVE_PER_USER_MAX)
+               for project in (False, True)}
+# The negative set's candidates of a group: its newest DISMISSED rows.
+_DISMISSED = {project: _group_rows((MemoryItem.content, MemoryItem.updated_at, MemoryItem.id),
+                                   project=project, status=Status.DISMISSED,
+                                   limit=NEGATIVE_SET_MAX)
+              for project in (False, True)}
+
+
+def known_set_steps(user_id: int, groups: Sequence[Group]) -> list[tuple[sa.Select,
+                                                                          dict[str, Any]]]:
+    """The reads of what extraction shows the model (D13), as steps of one raw batch: an index
+    range scan per group and set. (One UNION ALL of them measured nearly twice as slow on
+    MariaDB, the derived tables materialized.) `known_sets` reads their rows."""
+    steps = []
+    for statements in (_COMPARISON, _DISMISSED):
+        for group in groups:
+            project = group.project_key is not None
+            params = {"user_id": user_id, **({"project_key": group.key} if project else {})}
+            steps.append((statements[project], params))
+    return steps
+
+
+def known_sets(groups: Sequence[Group], results: Sequence[Sequence[tuple]]
+               ) -> tuple[list[Known], list[str]]:
+    """From the rows of `known_set_steps`: the comparison set — each group's rows newest first —
+    and the negative set — the contents of the newest DISMISSED rows of the groups, at most
+    NEGATIVE_SET_MAX in all."""
+    comparison = [Known(row[0], group, row[1])
+                  for group, rows in zip(groups, results[:len(groups)], strict=True)
+                  for row in rows]
+    dismissed = sorted((row for rows in results[len(groups):] for row in rows),
+                       key=lambda row: (row[1], row[2]), reverse=True)
+    return comparison, [row[0] for row in dismissed[:NEGATIVE_SET_MAX]]
 
 
 # ---- group sizes and consolidation inputs (D14, D15) ----------------------------------------
@@ -336,11 +378,17 @@ def delete(user_id: int, item_ids: Collection[int], group: Group | None = None) 
 
 # ---- the auto-capture switch (D9) -----------------------------------------------------------
 
+AUTO_CAPTURE = (sa.select(UserMemoryPreference.auto_capture_enabled)
+                .where(UserMemoryPreference.user_id == sa.bindparam("user_id")))
+
+
+def capturing(rows: Sequence[tuple]) -> bool:
+    """The switch from AUTO_CAPTURE's rows: no row means OFF."""
+    return bool(rows and rows[0][0])
+
+
 def auto_capture_enabled(user_id: int) -> bool:
-    """No row means OFF."""
-    return bool(db.session.scalar(
-        sa.select(UserMemoryPreference.auto_capture_enabled)
-        .where(UserMemoryPreference.user_id == user_id)))
+    return capturing(db.session.execute(AUTO_CAPTURE, {"user_id": user_id}).all())
 
 
 def set_auto_capture(user_id: int, enabled: bool, now: datetime) -> None:

@@ -58,20 +58,22 @@ class LlmModel(db.Model):
         )
 
     @classmethod
-    def chosen_for(cls, setting_key: str) -> tuple[LlmModel | None, str, bool]:
-        """The model a setting names, else the default (D10), in one round trip: (the model or
-        None, the setting's value, whether the model is the one it names)."""
-        configured = (sa.select(SystemSetting.value)
-                      .where(SystemSetting.setting_key == setting_key).scalar_subquery())
-        named = cls.id == sa.cast(sa.func.trim(configured), sa.Integer)
-        row = db.session.execute(
-            sa.select(cls, named.label("named"), configured.label("configured"))
-            .where(sa.or_(named, cls.is_default.is_(True)))
-            .order_by(named.desc(), cls.id).limit(1)).first()
-        if row is None:
-            return None, "", False
-        return row[0], (row.configured or "").strip(), bool(row.named)
-
-    @classmethod
     def all_ordered(cls) -> list[LlmModel]:
         return list(db.session.scalars(sa.select(cls).order_by(cls.id)))
+
+
+def _chosen_model() -> sa.Select:
+    configured = (sa.select(SystemSetting.value)
+                  .where(SystemSetting.setting_key == sa.bindparam("setting_key"))
+                  .scalar_subquery())
+    named = LlmModel.id == sa.cast(sa.func.trim(configured), sa.Integer)
+    return (sa.select(LlmModel.id, LlmModel.name, LlmModel.model, LlmModel.base_url,
+                      LlmModel.api_key_env, named.label("named"), configured.label("configured"))
+            .where(sa.or_(named, LlmModel.is_default.is_(True)))
+            .order_by(named.desc(), LlmModel.id).limit(1))
+
+
+# The model a setting names, else the default (D10), in one round trip: at most one row of
+# (id, name, model, base_url, api_key_env, whether it is the one named, the setting's value).
+# A module-level statement, so the raw read pool can send it in a batch (app.rawdb).
+CHOSEN_MODEL = _chosen_model()

@@ -4,6 +4,7 @@ events gone."""
 
 from __future__ import annotations
 
+import pymysql
 import sqlalchemy as sa
 
 from app.db_types import utcnow
@@ -102,25 +103,26 @@ def test_merged_and_dropped_rows_take_their_events_with_them(app, consolidate, m
     assert all(row[0] not in (a, b, c) for row in journal(app))
 
 
-def test_a_jobs_journal_is_one_insert_whatever_its_events_carry(app, extract, memories):
-    """CREATED carries `after`, TOUCHED nothing, UPDATED both: still one statement."""
+def test_a_jobs_journal_and_outcome_go_in_one_round_trip(app, extract, memories, monkeypatch):
+    """CREATED carries `after`, TOUCHED nothing, UPDATED both: one query to the server still
+    carries all three rows and the job's outcome (watched at the driver, which really sends)."""
     confirmed = memories.add(USER_ID, "部署前先跑测试", source="AUTO")
     reworded = memories.add(USER_ID, "报告用中文", source="AUTO")
-    inserts: list[str] = []
+    sent: list[str] = []
+    query = pymysql.connections.Connection.query
 
-    def count(conn, cursor, statement, parameters, context, executemany):
-        if statement.startswith("INSERT INTO memory_event"):
-            inserts.append(statement)
+    def watched(connection, sql, unbuffered=False):
+        sent.append(sql if isinstance(sql, str) else sql.decode())
+        return query(connection, sql, unbuffered)
 
-    with app.app_context():
-        engine = db.engine
-    sa.event.listen(engine, "before_cursor_execute", count)
-    try:
-        extract([{"type": "user", "content": "仓库统一用 pnpm"},
-                 {"type": "user", "action": "touch", "existingId": confirmed},
-                 {"type": "user", "action": "update", "existingId": reworded,
-                  "content": "所有报告都用中文写"}])
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", count)
+    monkeypatch.setattr(pymysql.connections.Connection, "query", watched)
+    extract([{"type": "user", "content": "仓库统一用 pnpm"},
+             {"type": "user", "action": "touch", "existingId": confirmed},
+             {"type": "user", "action": "update", "existingId": reworded,
+              "content": "所有报告都用中文写"}])
+    monkeypatch.undo()
     assert len(journal(app)) == 3
-    assert len(inserts) == 1
+    journaling = [sql for sql in sent if "INSERT INTO memory_event" in sql]
+    assert len(journaling) == 1
+    assert journaling[0].count("INSERT INTO memory_event") == 3
+    assert "INSERT INTO memory_job_outcome" in journaling[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sqlalchemy.exc import OperationalError
+import sqlalchemy as sa
 
 from app.db_types import utcnow
 from app.extraction.prompt import NO_PROJECT
@@ -13,6 +13,9 @@ from app.memory import repository, rules
 from tests.completions import USER_ID
 
 FACT = "输出报告用中文"
+# A read the server refuses: module level, as the raw pool's statements are (compiled once).
+MISSING_TABLE = sa.select(sa.column("id")).select_from(sa.table("no_such_table")).where(
+    sa.column("user_id") == sa.bindparam("user_id"))
 
 
 def counts(outcome: dict) -> tuple[int, int, int, int, int]:
@@ -332,11 +335,12 @@ def test_project_fact_without_a_valid_project_key_is_stored_as_user(
 
 
 def test_comparison_set_failure_degrades_to_exact_hash(extract, llm, memories, monkeypatch):
-    """Seed §10.6. The failure is injected at our own query; MariaDB, RQ and openai are real."""
-    def unavailable(user_id, groups, negative_limit=50):
-        raise OperationalError("SELECT … comparison set", {}, ConnectionError("lost"))
+    """Seed §10.6. The failure is injected at our own query — the sets' reads name a table the
+    server does not have, so MariaDB itself refuses them; RQ and openai are real."""
+    def unavailable(user_id, groups):
+        return [(MISSING_TABLE, {"user_id": user_id})]
 
-    monkeypatch.setattr(repository, "known_sets", unavailable)
+    monkeypatch.setattr(repository, "known_set_steps", unavailable)
     active = memories.add(USER_ID, FACT, source="AUTO")
     dismissed = memories.add(USER_ID, "已忽略的事实", source="AUTO", status="DISMISSED")
     outcome = extract([{"type": "user", "content": FACT},
