@@ -114,27 +114,39 @@ class RedisContextCache:
                 return Lookup(block.decode("utf-8"), current)
         return Lookup(None, current)
 
-    def store(self, user_id: int, project_key: str | None, version: int, block: str) -> None:
-        """Sent without waiting for Redis's answer (`CLIENT REPLY SKIP`): what keeps a store
-        correct is the check the script makes, not anything the reader does with its reply,
-        and waiting for it cost every miss a round trip. The script goes in full (EVAL), so a
-        Redis that lost its script cache still runs it."""
+    def _send_without_reply(self, *commands: tuple) -> bool:
+        """Send `commands` and do not wait for Redis's answers (`CLIENT REPLY SKIP` before each):
+        for writes whose correctness rests on the script they run, not on their reply. The
+        scripts go in full (EVAL), so a Redis that lost its script cache still runs them.
+        False when Redis cannot be reached."""
         connection = self.redis.connection_pool.get_connection()
         try:
-            connection.send_packed_command(connection.pack_commands([
-                ("CLIENT", "REPLY", "SKIP"),
-                ("EVAL", _STORE, 1, self._key(user_id), _field(project_key), version, block,
-                 TTL_S)]))
+            connection.send_packed_command(connection.pack_commands(
+                [part for command in commands for part in (("CLIENT", "REPLY", "SKIP"),
+                                                           command)]))
+            return True
         except RedisError:
             connection.disconnect()
             self._skip_until = time.monotonic() + REDIS_BACKOFF_S
+            return False
         finally:
             self.redis.connection_pool.release(connection)
+
+    def store(self, user_id: int, project_key: str | None, version: int, block: str) -> None:
+        """What keeps a store correct is the check its script makes, not anything the reader
+        does with the reply, and waiting for it cost every miss a round trip."""
+        self._send_without_reply(("EVAL", _STORE, 1, self._key(user_id), _field(project_key),
+                                  version, block, TTL_S))
 
     @contextmanager
     def writing(self, user_ids: Collection[int]) -> Iterator[None]:
         """Around a commit that changes these users' memories. Raises RedisError before the
-        commit when Redis cannot be told (the caller's transaction then rolls back)."""
+        commit when Redis cannot be told (the caller's transaction then rolls back).
+
+        Only the mark before the commit waits for Redis. The one after is sent without waiting:
+        until Redis has run it, readers find the writer's mark and read the database, and
+        stores are refused, which is correct, only slower; if it never arrives, the mark ends
+        at its deadline."""
         marked: list[int] = []
         try:
             for user_id in user_ids:
@@ -143,12 +155,9 @@ class RedisContextCache:
                 marked.append(user_id)
             yield
         finally:
-            for user_id in marked:
-                try:
-                    self._bump(keys=[self._key(user_id)], args=[-1, 0, TTL_S])
-                except RedisError:
-                    # The mark stays until its deadline: readers go to the database meanwhile.
-                    pass
+            if marked:
+                self._send_without_reply(*(("EVAL", _BUMP, 1, self._key(user_id), -1, 0, TTL_S)
+                                           for user_id in marked))
 
     def invalidate(self, user_id: int) -> None:
         """For a change made outside the unit of work (a fixture, an operator's SQL)."""
