@@ -72,27 +72,36 @@ def _joined(cursor: Any, dialect: Dialect, steps: Sequence[Step]) -> str:
     return ";\n".join(parts)
 
 
+def _fetched(cursor: Any) -> list[tuple]:
+    """The rows of the statement the cursor ran; for one that has none (INSERT, UPDATE,
+    DELETE), one row: (rows affected, the id it inserted)."""
+    if cursor.description is None:
+        return [(cursor.rowcount, cursor.lastrowid)]
+    return list(cursor.fetchall())
+
+
 def _results(cursor: Any, dialect: Dialect, sql: str, count: int) -> list[list[tuple]]:
-    """The rows of each of `count` statements of a multi-statement query just sent."""
-    results = [list(cursor.fetchall())]
+    """`_fetched` of each of `count` statements of a multi-statement query just sent."""
+    results = [_fetched(cursor)]
     for _ in range(count - 1):
         try:
             cursor.nextset()
         except dialect.loaded_dbapi.Error as exc:
             raise _wrap(exc, dialect, sql) from exc
-        results.append(list(cursor.fetchall()))
+        results.append(_fetched(cursor))
     return results
 
 
 def in_session(*steps: Step) -> list[list[tuple]]:
     """Several statements in one round trip inside the ORM session's transaction (the unit of
     work's): on its connection, as `Connection.batch` does on the pools'; one after the other
-    through the session where there are no round trips to save (SQLite)."""
+    through the session where there are no round trips to save (SQLite). `_fetched` of each."""
     connection = db.session.connection()
     dialect = connection.dialect
     if dialect.name == "sqlite":
         results = (connection.execute(statement, params) for statement, params in steps)
-        return [list(result) if result.returns_rows else [] for result in results]
+        return [list(result) if result.returns_rows else [(result.rowcount, result.lastrowid)]
+                for result in results]
     cursor = connection.connection.dbapi_connection.cursor()
     sql = _joined(cursor, dialect, steps)
     try:
@@ -188,7 +197,7 @@ class Connection:
     def batch(self, *steps: Step) -> list[list[tuple]]:
         """Several statements in one round trip — MySQL's multi-statement query, the values
         escaped by the driver as for any query — or one after the other where there are no
-        round trips to save (SQLite). The rows of each; the first failing statement raises and
+        round trips to save (SQLite). `_fetched` of each; the first failing statement raises and
         the rest are not run."""
         if self.dialect.name == "sqlite":
             return [self.rows(statement, **params) for statement, params in steps]
@@ -197,9 +206,10 @@ class Connection:
         return _results(self.cursor, self.dialect, sql, len(steps))
 
     def rows(self, statement: Executable, **params: Any) -> list[tuple]:
-        """Every row, read to the end so no driver keeps the statement (or a SQLite lock)."""
+        """Every row (`_fetched`), read to the end so no driver keeps the statement (or a
+        SQLite lock)."""
         self.execute(statement, **params)
-        return list(self.cursor.fetchall())
+        return _fetched(self.cursor)
 
     def first(self, statement: Executable, **params: Any) -> tuple | None:
         rows = self.rows(statement, **params)

@@ -40,10 +40,10 @@ PER_SCENARIO = 100
 EXISTING = (0, 100, 200)
 OURS_TARGET_MS = 10
 # At 200 memories an insert first makes room (D14): the words are looked up among the user's
-# own (a known wording is a re-confirmation, not a reason to demote), the group's oldest
-# machine-made row is found, then demoted — three round trips — and the demotion is journaled
-# (one statement more, in the round trip that carries the journal).
-D14_EXTRA_ROUND_TRIPS = 3
+# own (a known wording is a re-confirmation, not a reason to demote) and the group's oldest
+# machine-made row is found, in one round trip; the demotion rides with the insert, its journal
+# row with the others — one round trip and four statements more per demotion.
+D14_EXTRA_ROUND_TRIPS = 1
 D14_EXTRA_STATEMENTS = 4
 USER_BASE = 2_000_000
 

@@ -77,9 +77,10 @@ class Outcome:
     merges: int | None = None
     drops: int | None = None
     started: float = field(default_factory=time.monotonic)
-    # Not recorded: the groups an extraction inserted into or rewrote, which the D15 trigger
-    # looks at.
+    # Not recorded: what the D15 trigger looks at — the groups an extraction inserted into or
+    # rewrote, and the user's ACTIVE memories when it ended (None: not known).
     written_groups: set[Group] = field(default_factory=set)
+    active: int | None = None
 
     def count_tokens(self, completion: Completion) -> None:
         """The token usage the model reported for its answer."""
@@ -95,6 +96,7 @@ class Outcome:
         self.dropped += learned.dropped
         self.demoted += learned.demoted
         self.written_groups |= learned.written_groups
+        self.active = learned.active
 
     def finish(self, status: OutcomeStatus, reason: str) -> None:
         self.status, self.reason = status, reason

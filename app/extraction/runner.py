@@ -104,8 +104,10 @@ def run_extraction(payload: dict[str, Any], attempt: int, job_id: str) -> JobRes
                 outcome.stage(uow)
                 _commit_once(uow, job_id)
             # D15 waits for new information; within its cooldown (most of the time for a user
-            # with enough memories) nothing more is asked after the commit.
-            consolidation_due = outcome.persisted and not inputs.cooling_down
+            # with enough memories), or with too few memories to be over any target, nothing
+            # more is asked after the commit.
+            consolidation_due = (outcome.persisted and not inputs.cooling_down
+                                 and trigger.may_be_due(outcome.active))
 
     try:
         result = _attempt(outcome, attempt, work)

@@ -50,6 +50,14 @@ def groups_due(user_id: int, written_groups: Collection[Group]) -> list[Group]:
     return due
 
 
+def may_be_due(active: int | None) -> bool:
+    """Whether anything can be due for a user with `active` ACTIVE memories (None: not known).
+    No group holds more rows than its user, so with no more than the smallest group target
+    none is over its own and the pool is far from its threshold: nothing to count."""
+    smallest = min(rules.CONSOLIDATE_USER_TARGET, rules.CONSOLIDATE_PROJECT_TARGET)
+    return active is None or active > smallest
+
+
 def cooldown_step(user_id: int) -> tuple[sa.Select, dict[str, Any]]:
     """The read `cooling_down` decides on, as a step of the job's raw batch of reads."""
     return LAST_STARTED, {"user_id": user_id}

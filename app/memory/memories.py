@@ -96,6 +96,7 @@ class Learned:
     dropped: int = 0
     demoted: int = 0
     written_groups: set[Group] = field(default_factory=set)  # inserted into or rewritten
+    active: int | None = None  # the user's ACTIVE memories when the run ended
 
 
 @dataclass(frozen=True)
@@ -227,6 +228,7 @@ class UserMemories:
                 run.confirm(fact.existing_id, fact.group)
             else:
                 run.reword(fact.existing_id, fact.group, fact.content)
+        run.learned.active = run.active
         return run.learned
 
     # ---- consolidation (seed §10.3) -----------------------------------------------------
@@ -325,9 +327,11 @@ class _Learning:
         return True
 
     def _known_wording(self, digest: str) -> bool:
-        """The exact-hash pre-check: ACTIVE → re-confirmed; DISMISSED → dropped, never
-        resurrected (D3). False when no row says it."""
-        row = repository.by_hash(self.user_id, digest)
+        return self._known(repository.by_hash(self.user_id, digest))
+
+    def _known(self, row: repository.Wording | None) -> bool:
+        """The exact-hash pre-check, on the row that says the words: ACTIVE → re-confirmed;
+        DISMISSED → dropped, never resurrected (D3). False when no row says them."""
         if row is None:
             return False
         if row.status != Status.ACTIVE or not self._touch(row.id):
@@ -370,12 +374,14 @@ class _Learning:
         stale = None
         if self.active >= ACTIVE_PER_USER_MAX:
             # Words the user has already are a re-confirmation (or D3), not a reason to demote.
-            if self._known_wording(digest):
-                return
             # D14: make room by demoting the group's oldest machine-made row, one per insert,
             # at most EXTRACT_MAX_ITEMS per run; no such row → this insert is dropped.
-            if self.learned.demoted < EXTRACT_MAX_ITEMS:
-                stale = repository.oldest_machine_row(self.user_id, group, self.written)
+            wording, stale = repository.wording_and_stalest(self.user_id, group, digest,
+                                                            self.written)
+            if self._known(wording):
+                return
+            if self.learned.demoted >= EXTRACT_MAX_ITEMS:
+                stale = None
             if stale is None:
                 log.info("event=extraction.insert_dropped user=%s session=%s reason=pool_full",
                          self.user_id, self.memories.session_id)
@@ -383,9 +389,15 @@ class _Learning:
                 return
         now = utcnow()
         try:
-            item_id = repository.insert(self.user_id, group, content, digest, source=Source.AUTO,
-                                        session_id=self.memories.session_id, created_at=now,
-                                        updated_at=now)
+            if stale is None:
+                item_id = repository.insert(self.user_id, group, content, digest,
+                                            source=Source.AUTO,
+                                            session_id=self.memories.session_id,
+                                            created_at=now, updated_at=now)
+            else:
+                item_id, demoted = repository.insert_and_demote(
+                    self.user_id, group, content, digest, session_id=self.memories.session_id,
+                    now=now, stale_id=stale)
         except IntegrityError:
             # The unique key knew these words (usually: the row is there, so checking first
             # would cost every new fact a read): re-confirmed if ACTIVE, dropped if DISMISSED
@@ -399,12 +411,10 @@ class _Learning:
         self.written.add(item_id)
         self.memories._changed(item_id, EventType.CREATED, now, after=content)
         if stale is not None:
-            self.demote(stale)
+            self.demoted(stale, demoted, now)
 
-    def demote(self, item_id: int) -> None:
-        """D14 soft demotion: DISMISSED (visible and restorable), updated_at moved."""
-        now = utcnow()
-        demoted = repository.demote(self.user_id, item_id, now)
+    def demoted(self, item_id: int, demoted: bool, now: datetime) -> None:
+        """After a D14 soft demotion (DISMISSED, visible and restorable, updated_at moved)."""
         # Not demoted: the user dismissed or deleted it meanwhile; the slot is free either way.
         self.active -= 1
         if demoted:

@@ -33,7 +33,7 @@ from app.memory.rules import (
     Status,
 )
 from app.paging import Page, PageRequest, paginate
-from app.rawdb import in_session, raw_database
+from app.rawdb import Step, in_session, raw_database
 
 NEWEST_FIRST = (MemoryItem.updated_at.desc(), MemoryItem.id.desc())
 
@@ -108,11 +108,15 @@ class Wording:
     updated_at: datetime
 
 
+BY_HASH = (sa.select(MemoryItem.id, MemoryItem.status, MemoryItem.source, MemoryItem.content,
+                     MemoryItem.updated_at)
+           .where(MemoryItem.user_id == sa.bindparam("user_id"),
+                  MemoryItem.dedup_hash == sa.bindparam("digest")))
+
+
 def by_hash(user_id: int, digest: str, *, for_update: bool = False) -> Wording | None:
-    query = (sa.select(MemoryItem.id, MemoryItem.status, MemoryItem.source, MemoryItem.content,
-                       MemoryItem.updated_at)
-             .where(MemoryItem.user_id == user_id, MemoryItem.dedup_hash == digest))
-    row = db.session.execute(query.with_for_update() if for_update else query).first()
+    row = db.session.execute(BY_HASH.with_for_update() if for_update else BY_HASH,
+                             {"user_id": user_id, "digest": digest}).first()
     return None if row is None else Wording(*row)
 
 
@@ -303,27 +307,69 @@ def machine_rows(user_id: int, group: Group, ids: Collection[int] | None = None,
     return [MachineRow(*row) for row in rows]
 
 
-def oldest_machine_row(user_id: int, group: Group, exclude_ids: Collection[int] = ()) -> int | None:
-    """Id of the oldest-updated machine-made ACTIVE row of one group: what D14 demotes.
-    `exclude_ids` keeps a run from demoting rows it has just written or confirmed."""
-    conditions = [*_in_group(user_id, group), machine_made()]
-    if exclude_ids:
-        conditions.append(MemoryItem.id.not_in(list(exclude_ids)))
-    return db.session.scalar(
-        sa.select(MemoryItem.id).where(*conditions)
-        .order_by(MemoryItem.updated_at.asc(), MemoryItem.id.asc()).limit(1))
+# A group's oldest-updated machine-made ACTIVE rows, the first `n`, locked: D14's candidates.
+_STALEST = {project: (sa.select(MemoryItem.id)
+                      .where(MemoryItem.user_id == sa.bindparam("user_id"),
+                             MemoryItem.project_key == sa.bindparam("project_key") if project
+                             else MemoryItem.scope == Scope.USER.value,
+                             MemoryItem.status == Status.ACTIVE.value, machine_made())
+                      .order_by(MemoryItem.updated_at.asc(), MemoryItem.id.asc())
+                      .limit(sa.bindparam("n")).with_for_update())
+            for project in (False, True)}
+
+
+def wording_and_stalest(user_id: int, group: Group, digest: str,
+                        exclude_ids: Collection[int]) -> tuple[Wording | None, int | None]:
+    """Before an insert into a full pool (D14), in one round trip: the row that already says
+    `digest`, if any, and the id of the group's oldest-updated machine-made ACTIVE row not in
+    `exclude_ids` (rows the run has just written or confirmed), locked until the commit."""
+    params = {"user_id": user_id, "n": len(exclude_ids) + 1,
+              **({"project_key": group.key} if group.project_key is not None else {})}
+    wording, stalest = in_session((BY_HASH, {"user_id": user_id, "digest": digest}),
+                                  (_STALEST[group.project_key is not None], params))
+    stale = next((row[0] for row in stalest if row[0] not in exclude_ids), None)
+    return (Wording(*wording[0]) if wording else None), stale
 
 
 # ---- writes ---------------------------------------------------------------------------------
 
+INSERT_ITEM = sa.insert(MemoryItem).values(
+    {name: sa.bindparam(name) for name in ("user_id", "scope", "project_key", "content", "source",
+                                           "status", "dedup_hash", "origin_session_id",
+                                           "created_at", "updated_at")})
+DEMOTE = (sa.update(MemoryItem)
+          .where(MemoryItem.id == sa.bindparam("item_id"),
+                 MemoryItem.user_id == sa.bindparam("user_id"),
+                 MemoryItem.status == Status.ACTIVE.value)
+          .values(status=Status.DISMISSED.value, updated_at=sa.bindparam("now")))
+
+
+def _new_row(user_id: int, group: Group, content: str, digest: str, source: Source,
+             session_id: int | None, created_at: datetime, updated_at: datetime) -> Step:
+    return INSERT_ITEM, {"user_id": user_id, "scope": group.scope.value,
+                         "project_key": group.key, "content": content, "source": source.value,
+                         "status": Status.ACTIVE.value, "dedup_hash": digest,
+                         "origin_session_id": session_id, "created_at": created_at,
+                         "updated_at": updated_at}
+
+
 def insert(user_id: int, group: Group, content: str, digest: str, *, source: Source,
            session_id: int | None, created_at: datetime, updated_at: datetime) -> int:
     """A new ACTIVE row; its id. IntegrityError when the user has these words already."""
-    result = db.session.execute(sa.insert(MemoryItem).values(
-        user_id=user_id, scope=group.scope.value, project_key=group.key, content=content,
-        source=source.value, status=Status.ACTIVE.value, dedup_hash=digest,
-        origin_session_id=session_id, created_at=created_at, updated_at=updated_at))
-    return result.inserted_primary_key[0]
+    (inserted,) = in_session(_new_row(user_id, group, content, digest, source, session_id,
+                                      created_at, updated_at))
+    return inserted[0][1]
+
+
+def insert_and_demote(user_id: int, group: Group, content: str, digest: str, *,
+                      session_id: int | None, now: datetime, stale_id: int) -> tuple[int, bool]:
+    """A new AUTO row and, only if it went in, the D14 demotion of `stale_id` (an ACTIVE row
+    becomes DISMISSED), in one round trip: the new row's id, and whether the other was still
+    ACTIVE. IntegrityError (nothing demoted) when the user has these words already."""
+    inserted, demoted = in_session(
+        _new_row(user_id, group, content, digest, Source.AUTO, session_id, now, now),
+        (DEMOTE, {"item_id": stale_id, "user_id": user_id, "now": now}))
+    return inserted[0][1], demoted[0][0] == 1
 
 
 def _update(user_id: int, item_id: int, conditions: Iterable[Any], **values: Any) -> bool:
@@ -357,12 +403,6 @@ def rewrite(user_id: int, item_id: int, group: Group, content: str, digest: str,
     write itself). IntegrityError when another row says them already."""
     return _update(user_id, item_id, [*_in_group(user_id, group), machine_made()],
                    content=content, dedup_hash=digest, updated_at=now)
-
-
-def demote(user_id: int, item_id: int, now: datetime) -> bool:
-    """D14: an ACTIVE row becomes DISMISSED. False when it is not ACTIVE (any more)."""
-    return _update(user_id, item_id, [MemoryItem.status == Status.ACTIVE.value],
-                   status=Status.DISMISSED.value, updated_at=now)
 
 
 def delete(user_id: int, item_ids: Collection[int], group: Group | None = None) -> int:

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from app.db_types import utcnow
 from app.extensions import db
+from app.extraction import trigger
 from app.extraction.models import ConsolidationState
 from app.extraction.queue import RedisJobQueue
 from app.memory.rules import CONSOLIDATE_PROJECT_TARGET, CONSOLIDATE_USER_TARGET
@@ -220,3 +221,11 @@ def test_the_cooldown_is_not_spent_when_the_jobs_cannot_be_enqueued(
     assert [(o["kind"], o["status"], o["inserted"]) for o in done] == \
         [("extraction", "succeeded", 1)]
     assert last_started(app) is None
+
+
+def test_nothing_is_counted_for_a_user_with_no_more_memories_than_the_smallest_target():
+    """No group holds more rows than its user: with at most 30 ACTIVE memories none can be over
+    its target, so the trigger's counts are not even asked."""
+    assert not trigger.may_be_due(CONSOLIDATE_USER_TARGET)
+    assert trigger.may_be_due(CONSOLIDATE_USER_TARGET + 1)
+    assert trigger.may_be_due(None)
