@@ -19,9 +19,11 @@ and the same bytes as the route in `app/platform/api.py`:
 Anything else goes to Flask untouched, so every refusal keeps its envelope and status: another
 method or path, a cookie or a request body, a query string that is not plain UTF-8 or names a
 parameter twice or one the model does not know, a missing or wrong token, a query the model
-refuses, and any exception at all (a database or Redis failure is then met again by the route,
-which answers 503 and logs it). Falling through is always correct, only slower; the tests hold
-both paths to the same bytes and headers.
+refuses, and any exception at all. Falling through is always correct, only slower; the tests
+hold both paths to the same bytes and headers. A dependency failure (the database down; Redis
+trouble never gets this far, the cache reads the database instead) is handed to the route with
+the request (`FAILED`), which raises it after its own checks: the same 503 and log line,
+without a second lookup and a second wait on a database that just failed.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ from app.schemas.platform import ContextQuery
 from app.security_headers import EVERY_RESPONSE, PRIVATE
 
 ENDPOINT = "platform_api.memory_context"
+# The environ key of a dependency failure met here (a WSGI server never puts a dotted key there
+# from a request: headers arrive as HTTP_*).
+FAILED = "memory.fast_context.failed"
 STATUS = "200 OK"
 CONTENT_TYPE = ("Content-Type", "application/json")
 # The only parameters taken here: the model's own fields (a query naming others goes to Flask).
@@ -115,9 +120,10 @@ class FastContext:
             try:
                 valid = ContextQuery.model_validate(query)
                 return ok_body(service.context_json(valid.userId, valid.projectKey)).encode()
-            except (ValidationError, DomainError, *DEPENDENCY_ERRORS):
-                # A refusal (400) or a dependency down (503): Flask meets it again and
-                # answers it in the envelope, and logs the latter.
+            except (ValidationError, DomainError):
+                return None  # a refusal: the route gives its 400
+            except DEPENDENCY_ERRORS as error:
+                environ[FAILED] = error  # the route answers it (503) and logs it
                 return None
             except Exception:
                 # A bug of this path must not cost the caller the answer: Flask's route still

@@ -302,15 +302,32 @@ def test_redis_down_still_answers_from_the_database_on_the_fast_path(make_app, a
         "该仓库测试用 Vitest"
 
 
-def test_database_down_falls_through_to_the_routes_503(make_app, monkeypatch, caplog):
+def test_database_down_falls_through_to_the_routes_503_asked_once(make_app, monkeypatch,
+                                                                  caplog):
+    """The route answers the failure the fast path met (503, logged as a dependency down),
+    without a second lookup or a second wait on the database."""
+    from app.memory import repository
+
     monkeypatch.setattr(envelope, "_now_ms", lambda: NOW_MS)
+    reads: list[int] = []
+    read = repository.injection_rows
+
+    def counted(user_id: int, project_key: str | None) -> list[tuple]:
+        reads.append(user_id)
+        return read(user_id, project_key)
+
+    monkeypatch.setattr(repository, "injection_rows", counted)
     down = Paths(make_app(
         SQLALCHEMY_DATABASE_URI=f"mysql+pymysql://root@127.0.0.1:{_closed_port()}/nowhere"))
     with caplog.at_level(logging.WARNING):
         answer = down.call(down.recording, query_string={"userId": "5"}, headers=SERVICE)
     assert down.fell_through == ["userId=5"]
+    assert reads == [5], "the database was asked once"
     assert_error(answer.result, 503, 5001)
+    assert "dependency unavailable" in caplog.text
     assert "context fast path failed" not in caplog.text, "a dependency down is not a bug"
+    assert answer == down.call(down.flask, query_string={"userId": "5"}, headers=SERVICE)
+    assert reads == [5, 5]
 
 
 def test_a_bug_of_the_fast_path_is_logged_and_flask_answers(paths, scene, monkeypatch, caplog):
