@@ -340,3 +340,16 @@ def test_a_bug_of_the_fast_path_is_logged_and_flask_answers(paths, scene, monkey
     assert "context fast path failed" in caplog.text
     assert answer == paths.call(paths.flask, query_string={"userId": scene}, headers=SERVICE)
     assert_ok(answer.result)
+
+
+def test_a_fast_read_counts_in_the_metrics_what_a_flask_read_counts(paths, scene, metrics):
+    """Today neither counts anything; a metric added to Flask's request cycle later must be
+    counted here too, or this fails."""
+    def delta(wsgi: Callable) -> dict[str, float]:
+        before = metrics.read()
+        assert_ok(paths.call(wsgi, query_string={"userId": scene}, headers=SERVICE).result)
+        after = metrics.read()
+        return {key: after[key] - before.get(key, 0.0) for key in after
+                if after[key] != before.get(key, 0.0)}
+
+    assert delta(paths.fast_only) == delta(paths.flask)
