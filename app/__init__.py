@@ -58,6 +58,12 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     from app.cli import register_cli
 
     register_cli(app)
+
+    from app.platform import fast_context
+
+    # Last, around everything: the platform's context read answered before Flask's request
+    # cycle when it is plainly valid (issue 12); every other request goes to Flask untouched.
+    fast_context.install(app)
     return app
 
 

@@ -85,11 +85,16 @@ def ok(data: Any = None, status: int = 200) -> tuple[Response, int]:
     return jsonify({"code": 0, "message": "success", "data": data, "timestamp": _now_ms()}), status
 
 
+def ok_body(data_json: str) -> str:
+    """The text of a success envelope around `data` already encoded as JSON: byte for byte what
+    `ok` would send for it (same separators, key order and trailing newline)."""
+    return f'{{"code":0,"message":"success","data":{data_json},"timestamp":{_now_ms()}}}\n'
+
+
 def ok_encoded(data_json: str, status: int = 200) -> Response:
-    """A success envelope around `data` already encoded as JSON: byte for byte what `ok` would
-    send for it (same separators, key order and trailing newline)."""
-    body = f'{{"code":0,"message":"success","data":{data_json},"timestamp":{_now_ms()}}}\n'
-    return current_app.response_class(body, status=status, mimetype="application/json")
+    """A success envelope around `data` already encoded as JSON (`ok_body`)."""
+    return current_app.response_class(ok_body(data_json), status=status,
+                                      mimetype="application/json")
 
 
 def fail(error: ErrorCode, message: str, http_status: int | None = None) -> tuple[Response, int]:

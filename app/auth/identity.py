@@ -35,12 +35,17 @@ class Caller:
     method: Method
 
 
-def _bearer_token() -> str | None:
-    header = request.headers.get("Authorization", "")
+def bearer_token(header: str) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header value, else None. Also read by the
+    context fast path (`app.platform.fast_context`), which has no request object."""
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None
     return token.strip()
+
+
+def _bearer_token() -> str | None:
+    return bearer_token(request.headers.get("Authorization", ""))
 
 
 def is_service_token(token: str | None) -> bool:

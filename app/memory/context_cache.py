@@ -18,19 +18,29 @@ died with its mark set stops nothing for longer than WRITER_DEADLINE_MS.
 Redis unreachable: reads go to the database (and skip Redis for a few seconds instead of
 waiting on it each time); a change fails before it commits (503), so no block can outlive a
 change unseen. Entries expire after TTL_S whatever happens (memory stays bounded).
+
+A lookup and a store are one exchange each on a connection of the cache's own (`_Connections`),
+not a redis-py command: the command machinery (pool checks, retries, observability hooks) cost
+more CPU than the exchange itself, on the read every new agent session makes.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 import redis
+from redis.connection import AbstractConnection
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+
+T = TypeVar("T")
 
 TTL_S = 600
 WRITER_DEADLINE_MS = 60_000
@@ -86,11 +96,60 @@ return writers
 """
 
 
+class _Connections:
+    """Idle connections to the client's Redis (same URL, database and timeouts), taken by one
+    exchange at a time and given back only after it completed: every exchange reads the reply
+    it asked for, or asked for none (`CLIENT REPLY SKIP`), so a connection given back has
+    nothing left to read — which is what redis-py's pool checks with a syscall per command. A
+    connection whose exchange raised anything is closed, never reused. After a fork the
+    parent's connections are left alone and new ones are made."""
+
+    def __init__(self, pool: redis.ConnectionPool) -> None:
+        self._make = lambda: pool.connection_class(**pool.connection_kwargs)
+        self._lock = threading.Lock()
+        self._idle: list[AbstractConnection] = []
+        self._pid = os.getpid()
+
+    def exchange(self, send_and_read: Callable[[AbstractConnection], T]) -> T:
+        """`send_and_read` on an idle connection (a new one when none is idle). An idle one
+        the server dropped meanwhile (a Redis restart) fails on first use: then once more on a
+        new connection, as redis-py's retry would have."""
+        if self._pid != os.getpid():
+            self._idle, self._pid = [], os.getpid()
+        with self._lock:
+            connection = self._idle.pop() if self._idle else None
+        reused = connection is not None
+        while True:
+            if connection is None:
+                connection = self._make()
+            try:
+                result = send_and_read(connection)
+            except RedisConnectionError:
+                connection.disconnect()
+                if not reused:
+                    raise
+                connection, reused = None, False
+                continue
+            except BaseException:
+                connection.disconnect()
+                raise
+            with self._lock:
+                self._idle.append(connection)
+            return result
+
+
+def _send(connection: AbstractConnection, *commands: tuple) -> None:
+    """The commands in one write (redis-py splits a long one into several)."""
+    connection.send_packed_command([b"".join(connection.pack_commands(commands))],
+                                   check_health=False)
+
+
 class RedisContextCache:
     def __init__(self, client: redis.Redis) -> None:
         self.redis = client
         self._bump = client.register_script(_BUMP)
         self._skip_until = 0.0
+        self._connections = _Connections(client.connection_pool)
 
     @staticmethod
     def _key(user_id: int) -> str:
@@ -99,9 +158,14 @@ class RedisContextCache:
     def lookup(self, user_id: int, project_key: str | None) -> Lookup:
         if time.monotonic() < self._skip_until:
             return Lookup(None, None)
+        command = ("HMGET", self._key(user_id), "v", "w", "d", _field(project_key))
+
+        def hmget(connection: AbstractConnection) -> list[bytes | None]:
+            _send(connection, command)
+            return connection.read_response()
+
         try:
-            version, writers, deadline, entry = self.redis.hmget(
-                self._key(user_id), "v", "w", "d", _field(project_key))
+            version, writers, deadline, entry = self._connections.exchange(hmget)
         except RedisError:
             self._skip_until = time.monotonic() + REDIS_BACKOFF_S
             return Lookup(None, None)
@@ -114,23 +178,16 @@ class RedisContextCache:
                 return Lookup(block.decode("utf-8"), current)
         return Lookup(None, current)
 
-    def _send_without_reply(self, *commands: tuple) -> bool:
+    def _send_without_reply(self, *commands: tuple) -> None:
         """Send `commands` and do not wait for Redis's answers (`CLIENT REPLY SKIP` before each):
         for writes whose correctness rests on the script they run, not on their reply. The
-        scripts go in full (EVAL), so a Redis that lost its script cache still runs them.
-        False when Redis cannot be reached."""
-        connection = self.redis.connection_pool.get_connection()
+        scripts go in full (EVAL), so a Redis that lost its script cache still runs them."""
+        skipping = [part for command in commands
+                    for part in (("CLIENT", "REPLY", "SKIP"), command)]
         try:
-            connection.send_packed_command(connection.pack_commands(
-                [part for command in commands for part in (("CLIENT", "REPLY", "SKIP"),
-                                                           command)]))
-            return True
+            self._connections.exchange(lambda connection: _send(connection, *skipping))
         except RedisError:
-            connection.disconnect()
             self._skip_until = time.monotonic() + REDIS_BACKOFF_S
-            return False
-        finally:
-            self.redis.connection_pool.release(connection)
 
     def store(self, user_id: int, project_key: str | None, version: int, block: str) -> None:
         """What keeps a store correct is the check its script makes, not anything the reader

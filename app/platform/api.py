@@ -8,6 +8,7 @@ from app.apispec import SERVICE_SECURITY, answers, described, validated
 from app.auth.identity import service_api
 from app.envelope import ok_encoded
 from app.memory import service
+from app.platform import fast_context
 from app.schemas.memory import MemoryContext
 from app.schemas.platform import ContextQuery
 
@@ -21,6 +22,11 @@ def memory_context():
 
     PROJECT lines (valid key only) then USER lines, newest first, 12 + 8, and the prompt."""
     query = validated(ContextQuery, request.args.to_dict())
+    failed = request.environ.get(fast_context.FAILED)
+    if failed is not None:
+        # The fast path in front of Flask met the database down on this very request: the
+        # same 503, without asking it again.
+        raise failed
     return ok_encoded(service.context_json(query.userId, query.projectKey))
 
 
