@@ -10,7 +10,7 @@ from flask import Flask, Response, current_app, jsonify, request
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import BadRequest, HTTPException
 
 from app import errors
 from app.errors import DomainError
@@ -114,8 +114,20 @@ _HTTP_TO_ERROR = {
 }
 
 
+def _refuse_undecodable_query() -> None:
+    """A query string that is not UTF-8 is the client's error: werkzeug would raise a
+    UnicodeDecodeError (a 500) at the first look at `request.args`. Checked before any view."""
+    query = request.environ.get("QUERY_STRING", "")
+    if not query.isascii():
+        try:
+            query.encode("latin-1").decode("utf-8")
+        except UnicodeError:
+            raise BadRequest("the query string is not valid UTF-8") from None
+
+
 def register_error_handlers(app: Flask) -> None:
     """Render every error under /api/ as an envelope; never leak a traceback."""
+    app.before_request(_refuse_undecodable_query)
 
     @app.errorhandler(ApiError)
     def handle_api_error(exc: ApiError):

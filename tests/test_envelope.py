@@ -1,6 +1,6 @@
 """Every error path answers the SPEC §4 envelope; no 500 for something a client did."""
 
-from tests.conftest import assert_error
+from tests.conftest import SERVICE_TOKEN, assert_error
 
 
 def _result(response):
@@ -37,3 +37,12 @@ def test_database_down_is_503_envelope(make_app, users):
         "/api/v1/internal/memory/context?userId=1",
         headers={"Authorization": "Bearer test-service-token"})
     assert_error(_result(response), 503, 5001)
+
+
+def test_a_query_string_that_is_not_utf8_is_a_400_not_a_500(client):
+    """A raw 0xFF byte in the query, as a WSGI server hands it over (latin-1 text)."""
+    for path in ("/api/v1/internal/memory/context", "/api/v1/memory"):
+        response = client.get(path, headers={"Authorization": f"Bearer {SERVICE_TOKEN}",
+                                             "X-User-Id": "1"},
+                              environ_overrides={"QUERY_STRING": "userId=1&projectKey=\xff"})
+        assert_error(_result(response), 400, 2001)
