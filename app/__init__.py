@@ -59,10 +59,12 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 
     register_cli(app)
 
-    from app.platform import fast_context
+    from app.platform import fast_context, fast_webhook
 
-    # Last, around everything: the platform's context read answered before Flask's request
-    # cycle when it is plainly valid (issue 12); every other request goes to Flask untouched.
+    # Last, around everything: the platform's two hot paths — the completion webhook and the
+    # context read — answered before Flask's request cycle when they are plainly valid (issue
+    # 12); every other request goes to Flask untouched.
+    fast_webhook.install(app)
     fast_context.install(app)
     return app
 

@@ -57,11 +57,11 @@ def install(app: Flask) -> None:
     app.wsgi_app = FastContext(app, app.wsgi_app)  # type: ignore[method-assign]
 
 
-def _route_path(app: Flask) -> str:
-    """The path the route is registered under: the fast path answers exactly that one."""
-    (rule,) = app.url_map.iter_rules(ENDPOINT)
+def route_path(app: Flask, endpoint: str) -> str:
+    """The path `endpoint` is registered under: a fast path answers exactly that one."""
+    (rule,) = app.url_map.iter_rules(endpoint)
     if rule.arguments:
-        raise RuntimeError(f"{ENDPOINT} has path variables; the fast path expects none")
+        raise RuntimeError(f"{endpoint} has path variables; a fast path expects none")
     return rule.rule
 
 
@@ -93,7 +93,7 @@ class FastContext:
     def __init__(self, app: Flask, fallback: WSGIApplication) -> None:
         self.app = app
         self.fallback = fallback
-        self.path = _route_path(app)
+        self.path = route_path(app, ENDPOINT)
 
     def __call__(self, environ: WSGIEnvironment,
                  start_response: StartResponse) -> Iterable[bytes]:

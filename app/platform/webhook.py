@@ -15,7 +15,7 @@ from flask import Blueprint, current_app, request
 
 from app import metrics
 from app.apispec import WEBHOOK_SECURITY, answers, described, validated
-from app.envelope import ApiError, ErrorCode, ok
+from app.envelope import ApiError, ErrorCode, ok_encoded
 from app.extraction import intake
 from app.schemas.platform import TaskCompleted, WebhookAck
 
@@ -24,6 +24,9 @@ bp = Blueprint("webhook", __name__, url_prefix="/api/v1/webhooks")
 SIGNATURE_HEADER = "X-Memory-Signature"
 TIMESTAMP_HEADER = "X-Memory-Timestamp"
 MAX_SKEW_S = 300
+# The environ key of a dependency failure the fast path (`app.platform.fast_webhook`) met (a WSGI
+# server never puts a dotted key there from a request: headers arrive as HTTP_*).
+FAILED = "memory.fast_webhook.failed"
 # One counter child per answer, bound once: a delivery only adds 1 to it (SPEC §8 Operations).
 DELIVERIES = {reason: metrics.WEBHOOK_EVENTS.labels(reason=reason) for reason in (
     intake.ENQUEUED, intake.PHASE_NOT_COMPLETED, intake.SESSION_TYPE_EXCLUDED,
@@ -37,21 +40,36 @@ def signature(secret: str, timestamp: str, raw_body: bytes) -> str:
     return f"sha256={digest}"
 
 
+def not_authentic(secret: str, timestamp: str, given: str, raw_body: bytes) -> str | None:
+    """Why a delivery is not authentic (its timestamp and signature header values), or None."""
+    timestamp = timestamp.strip()
+    if not (timestamp.isascii() and timestamp.isdigit()) or len(timestamp) > 12:
+        return f"{TIMESTAMP_HEADER} must be unix seconds"
+    if abs(time.time() - int(timestamp)) > MAX_SKEW_S:
+        return f"{TIMESTAMP_HEADER} is more than {MAX_SKEW_S} s off"
+    expected = signature(secret, timestamp, raw_body)
+    if not hmac.compare_digest(given.strip().encode("utf-8"), expected.encode("utf-8")):
+        return f"bad or missing {SIGNATURE_HEADER}"
+    return None
+
+
 def _verify_signature() -> None:
     secret = current_app.config.get("MEMORY_WEBHOOK_SECRET")
     if not secret:
         raise ApiError(ErrorCode.INTERNAL_ERROR, "the webhook is not configured "
                        "(MEMORY_WEBHOOK_SECRET is unset)", 503)
-    timestamp = request.headers.get(TIMESTAMP_HEADER, "").strip()
-    if not (timestamp.isascii() and timestamp.isdigit()) or len(timestamp) > 12:
-        raise ApiError(ErrorCode.UNAUTHORIZED, f"{TIMESTAMP_HEADER} must be unix seconds")
-    if abs(time.time() - int(timestamp)) > MAX_SKEW_S:
-        raise ApiError(ErrorCode.UNAUTHORIZED,
-                       f"{TIMESTAMP_HEADER} is more than {MAX_SKEW_S} s off")
-    given = request.headers.get(SIGNATURE_HEADER, "").strip()
-    expected = signature(secret, timestamp, request.get_data(cache=True))
-    if not hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8")):
-        raise ApiError(ErrorCode.UNAUTHORIZED, f"bad or missing {SIGNATURE_HEADER}")
+    why = not_authentic(secret, request.headers.get(TIMESTAMP_HEADER, ""),
+                        request.headers.get(SIGNATURE_HEADER, ""), request.get_data(cache=True))
+    if why is not None:
+        raise ApiError(ErrorCode.UNAUTHORIZED, why)
+
+
+def acknowledged(enqueued: bool, reason: str) -> str:
+    """The 202's data as JSON text (as compact as the envelope around it); the delivery
+    counted by its reason (SPEC §8 Operations)."""
+    DELIVERIES[reason].inc()
+    return current_app.json.dumps({"accepted": True, "enqueued": enqueued, "reason": reason},
+                                  separators=(",", ":"))
 
 
 @bp.post("/task-completed")
@@ -64,9 +82,12 @@ def task_completed():
     for a COMPLETED main-session task of a user with auto-capture on, once per eventId."""
     _verify_signature()
     body = validated(TaskCompleted, request.get_json(force=True, silent=True))
-    enqueued, reason = intake.receive(body.event())
-    DELIVERIES[reason].inc()
-    return ok({"accepted": True, "enqueued": enqueued, "reason": reason}, 202)
+    failed = request.environ.get(FAILED)
+    if failed is not None:
+        # The fast path in front of Flask met a dependency down on this very delivery (and
+        # recorded nothing): the same 503, without trying again.
+        raise failed
+    return ok_encoded(acknowledged(*intake.receive(body.event())), 202)
 
 
 # The hot path validates with its model directly: only described, never wrapped.

@@ -1,0 +1,118 @@
+"""The completion webhook, answered before Flask when the delivery is plainly valid (issue 12).
+
+Every finished task of every agent posts here. `bench.run webhook` compares the route with a
+bare WSGI function doing the same durable work (HMAC, the event row and its commit, one RQ
+job); Flask's request cycle around it (request context, routing, a Response object, the
+after_request hooks) was the largest part of the difference. So, like the context read's
+(`fast_context`), this WSGI layer answers a `POST` on the route's own path itself, with the
+route's own code and bytes:
+
+- the signature through `webhook.not_authentic` (the timestamp window, constant-time compare),
+  the body through the app's JSON provider (its depth limit) and the route's model
+  `TaskCompleted` (`apispec.validated`), then `intake.receive` and `webhook.acknowledged` (the
+  metric) — what the route calls;
+- the body is `envelope.ok_body` around the 202's data, the headers those Flask and
+  `security_headers` give the route's answer (no Cache-Control: a delivery carries no
+  credential, only a signature; Vary: Cookie, as Flask says).
+
+Anything else goes to Flask with the request as it came (the body it read is put back): another
+method or path, a cookie, an Authorization header, no or an oversized Content-Length, chunked
+transfer, the secret unset, a bad signature, a body that does not parse or validate, and any
+exception. A dependency failure (database or Redis down) leaves nothing recorded (intake's
+transaction) and is handed to the route with the request (`webhook.FAILED`), which raises it
+after its own checks: the same 503 and log line, without a second try.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
+
+from flask import Flask
+
+from app.apispec import validated
+from app.envelope import DEPENDENCY_ERRORS, ApiError, ok_body
+from app.errors import DomainError
+from app.extraction import intake
+from app.platform.fast_context import route_path
+from app.platform.webhook import FAILED, acknowledged, not_authentic
+from app.schemas.platform import TaskCompleted
+from app.security_headers import EVERY_RESPONSE
+
+ENDPOINT = "webhook.task_completed"
+STATUS = "202 ACCEPTED"  # werkzeug's spelling of it, as the route sends it
+CONTENT_TYPE = ("Content-Type", "application/json")
+# Flask's answer to a request without credentials says it depends on the cookie (the session
+# the security headers look at): the same here.
+VARY = ("Vary", "Cookie")
+
+
+def install(app: Flask) -> None:
+    """Put the fast path in front of `app`'s WSGI callable (after its routes are registered)."""
+    app.wsgi_app = FastWebhook(app, app.wsgi_app)  # type: ignore[method-assign]
+
+
+def _body(environ: WSGIEnvironment, limit: int) -> bytes | None:
+    """The body of a plain delivery, or None; a body read is put back for Flask. No cookie
+    (Flask would open a browser session for it) and no Authorization (the route's answer would
+    then carry no-store): the platform's deliveries carry neither."""
+    if ("HTTP_COOKIE" in environ or "HTTP_AUTHORIZATION" in environ
+            or "HTTP_TRANSFER_ENCODING" in environ):
+        return None
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or "")
+    except ValueError:
+        return None
+    if not 0 < length <= limit:
+        return None
+    raw = environ["wsgi.input"].read(length)
+    environ["wsgi.input"] = io.BytesIO(raw)
+    return raw if len(raw) == length else None
+
+
+class FastWebhook:
+    """The WSGI callable in front of `fallback` (Flask's, or another fast path's): a plainly
+    valid delivery answered here, anything else passed on."""
+
+    def __init__(self, app: Flask, fallback: WSGIApplication) -> None:
+        self.app = app
+        self.fallback = fallback
+        self.path = route_path(app, ENDPOINT)
+
+    def __call__(self, environ: WSGIEnvironment,
+                 start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == self.path and environ.get("REQUEST_METHOD") == "POST":
+            body = self.answer(environ)
+            if body is not None:
+                start_response(STATUS, [CONTENT_TYPE, ("Content-Length", str(len(body))),
+                                        *EVERY_RESPONSE, VARY])
+                return [body]
+        return self.fallback(environ, start_response)
+
+    def answer(self, environ: WSGIEnvironment) -> bytes | None:
+        """The body of the 202 answer, or None: let Flask answer."""
+        secret = self.app.config.get("MEMORY_WEBHOOK_SECRET")
+        if not secret:
+            return None
+        raw = _body(environ, self.app.config["MAX_CONTENT_LENGTH"])
+        if raw is None or not_authentic(secret, environ.get("HTTP_X_MEMORY_TIMESTAMP", ""),
+                                        environ.get("HTTP_X_MEMORY_SIGNATURE", ""), raw):
+            return None
+        # The domain reads its pools, queue and settings through `current_app`.
+        with self.app.app_context():
+            try:
+                event = validated(TaskCompleted, self.app.json.loads(raw)).event()
+            except (ValueError, ApiError, DomainError):
+                return None  # not JSON, too deep, or refused: the route gives its 400
+            try:
+                data = acknowledged(*intake.receive(event))
+            except DEPENDENCY_ERRORS as error:
+                environ[FAILED] = error  # the route answers it (503) and logs it
+                return None
+            except Exception:
+                # A bug of this path must not cost the platform the delivery: Flask's route
+                # still takes it (or gives its own error), but say so.
+                self.app.logger.exception("webhook fast path failed; answered by Flask")
+                return None
+            return ok_body(data).encode()
