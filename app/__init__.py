@@ -64,8 +64,8 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     # Last, around everything: the platform's two hot paths — the completion webhook and the
     # context read — answered before Flask's request cycle when they are plainly valid (issue
     # 12); every other request goes to Flask untouched.
-    fast_webhook.install(app)
-    fast_context.install(app)
+    fast_webhook.FastWebhook.install(app)
+    fast_context.FastContext.install(app)
     return app
 
 

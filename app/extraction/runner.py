@@ -23,7 +23,6 @@ from flask import current_app
 from redis.exceptions import RedisError
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from app.db_types import utcnow
 from app.extraction import consolidation, llm, parser, pipeline, trigger
 from app.extraction.llm import LlmError, LlmTransientError
 from app.extraction.models import JobOutcome
@@ -183,11 +182,9 @@ def warm_up() -> None:
     outcome = Outcome(kind=JobKindName.EXTRACTION, job_id="warm-up", user_id=nobody,
                       attempts=1)
     with UnitOfWork() as uow:  # never committed
-        repository.set_auto_capture(nobody, True, utcnow())
-        uow.flush()
-        # The job's reads go through the raw pool, which cannot see this transaction: they
-        # compile their statements and find the switch off. What the model is shown in the
-        # second round is what the first wrote, read back in this transaction.
+        # The job's reads go through the raw pool, outside this transaction: they compile their
+        # statements and find nobody's switch off. What the model is shown in the second round
+        # is what the first wrote, read back in this transaction.
         pipeline.read_inputs(job, outcome)
         project_group = Group(job.project_key)
         inputs = pipeline.Inputs(llm.ChatModel(0, "warm-up", "warm-up", None, None),

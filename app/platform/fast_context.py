@@ -28,17 +28,16 @@ without a second lookup and a second wait on a database that just failed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from urllib.parse import parse_qsl
-from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
+from wsgiref.types import WSGIEnvironment
 
-from flask import Flask
 from pydantic import ValidationError
 
 from app.auth.identity import bearer_token, is_service_token
 from app.envelope import DEPENDENCY_ERRORS, ok_body
 from app.errors import DomainError
 from app.memory import service
+from app.platform.fast_path import FastPath
 from app.schemas.platform import ContextQuery
 from app.security_headers import EVERY_RESPONSE, PRIVATE
 
@@ -46,23 +45,8 @@ ENDPOINT = "platform_api.memory_context"
 # The environ key of a dependency failure met here (a WSGI server never puts a dotted key there
 # from a request: headers arrive as HTTP_*).
 FAILED = "memory.fast_context.failed"
-STATUS = "200 OK"
-CONTENT_TYPE = ("Content-Type", "application/json")
 # The only parameters taken here: the model's own fields (a query naming others goes to Flask).
 PARAMETERS = frozenset(ContextQuery.model_fields)
-
-
-def install(app: Flask) -> None:
-    """Put the fast path in front of `app`'s WSGI callable (after its routes are registered)."""
-    app.wsgi_app = FastContext(app, app.wsgi_app)  # type: ignore[method-assign]
-
-
-def route_path(app: Flask, endpoint: str) -> str:
-    """The path `endpoint` is registered under: a fast path answers exactly that one."""
-    (rule,) = app.url_map.iter_rules(endpoint)
-    if rule.arguments:
-        raise RuntimeError(f"{endpoint} has path variables; a fast path expects none")
-    return rule.rule
 
 
 def _query(query_string: str) -> dict[str, str] | None:
@@ -86,24 +70,13 @@ def _plain_request(environ: WSGIEnvironment) -> bool:
             and "HTTP_TRANSFER_ENCODING" not in environ)
 
 
-class FastContext:
-    """The WSGI callable in front of Flask's: the context read of a plainly valid request, else
-    `fallback` (Flask's own `wsgi_app`) with the request untouched."""
+class FastContext(FastPath):
+    """The context read of a plainly valid request, answered in front of Flask."""
 
-    def __init__(self, app: Flask, fallback: WSGIApplication) -> None:
-        self.app = app
-        self.fallback = fallback
-        self.path = route_path(app, ENDPOINT)
-
-    def __call__(self, environ: WSGIEnvironment,
-                 start_response: StartResponse) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") == self.path and environ.get("REQUEST_METHOD") == "GET":
-            body = self.answer(environ)
-            if body is not None:
-                start_response(STATUS, [CONTENT_TYPE, ("Content-Length", str(len(body))),
-                                        *EVERY_RESPONSE, PRIVATE])
-                return [body]
-        return self.fallback(environ, start_response)
+    endpoint = ENDPOINT
+    method = "GET"
+    status = "200 OK"
+    headers = (*EVERY_RESPONSE, PRIVATE)
 
     def answer(self, environ: WSGIEnvironment) -> bytes | None:
         """The body of the 200 answer, or None: let Flask answer."""

@@ -26,31 +26,21 @@ after its own checks: the same 503 and log line, without a second try.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable
-from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
-
-from flask import Flask
+from wsgiref.types import WSGIEnvironment
 
 from app.apispec import validated
 from app.envelope import DEPENDENCY_ERRORS, ApiError, ok_body
 from app.errors import DomainError
 from app.extraction import intake
-from app.platform.fast_context import route_path
+from app.platform.fast_path import FastPath
 from app.platform.webhook import FAILED, acknowledged, not_authentic
 from app.schemas.platform import TaskCompleted
 from app.security_headers import EVERY_RESPONSE
 
 ENDPOINT = "webhook.task_completed"
-STATUS = "202 ACCEPTED"  # werkzeug's spelling of it, as the route sends it
-CONTENT_TYPE = ("Content-Type", "application/json")
 # Flask's answer to a request without credentials says it depends on the cookie (the session
 # the security headers look at): the same here.
 VARY = ("Vary", "Cookie")
-
-
-def install(app: Flask) -> None:
-    """Put the fast path in front of `app`'s WSGI callable (after its routes are registered)."""
-    app.wsgi_app = FastWebhook(app, app.wsgi_app)  # type: ignore[method-assign]
 
 
 def _body(environ: WSGIEnvironment, limit: int) -> bytes | None:
@@ -71,24 +61,13 @@ def _body(environ: WSGIEnvironment, limit: int) -> bytes | None:
     return raw if len(raw) == length else None
 
 
-class FastWebhook:
-    """The WSGI callable in front of `fallback` (Flask's, or another fast path's): a plainly
-    valid delivery answered here, anything else passed on."""
+class FastWebhook(FastPath):
+    """A plainly valid delivery, answered in front of Flask."""
 
-    def __init__(self, app: Flask, fallback: WSGIApplication) -> None:
-        self.app = app
-        self.fallback = fallback
-        self.path = route_path(app, ENDPOINT)
-
-    def __call__(self, environ: WSGIEnvironment,
-                 start_response: StartResponse) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") == self.path and environ.get("REQUEST_METHOD") == "POST":
-            body = self.answer(environ)
-            if body is not None:
-                start_response(STATUS, [CONTENT_TYPE, ("Content-Length", str(len(body))),
-                                        *EVERY_RESPONSE, VARY])
-                return [body]
-        return self.fallback(environ, start_response)
+    endpoint = ENDPOINT
+    method = "POST"
+    status = "202 ACCEPTED"
+    headers = (*EVERY_RESPONSE, VARY)
 
     def answer(self, environ: WSGIEnvironment) -> bytes | None:
         """The body of the 202 answer, or None: let Flask answer."""
