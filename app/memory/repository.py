@@ -245,8 +245,7 @@ _DISMISSED = {project: _group_rows((MemoryItem.content, MemoryItem.updated_at, M
               for project in (False, True)}
 
 
-def known_set_steps(user_id: int, groups: Sequence[Group]) -> list[tuple[sa.Select,
-                                                                          dict[str, Any]]]:
+def known_set_steps(user_id: int, groups: Sequence[Group]) -> list[Step]:
     """The reads of what extraction shows the model (D13), as steps of one raw batch: an index
     range scan per group and set. (One UNION ALL of them measured nearly twice as slow on
     MariaDB, the derived tables materialized.) `known_sets` reads their rows."""
