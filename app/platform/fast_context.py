@@ -34,7 +34,7 @@ from wsgiref.types import WSGIEnvironment
 from pydantic import ValidationError
 
 from app.auth.identity import bearer_token, is_service_token
-from app.envelope import DEPENDENCY_ERRORS, ok_body
+from app.envelope import ok_body
 from app.errors import DomainError
 from app.memory import service
 from app.platform.fast_path import FastPath
@@ -73,6 +73,8 @@ def _plain_request(environ: WSGIEnvironment) -> bool:
 class FastContext(FastPath):
     """The context read of a plainly valid request, answered in front of Flask."""
 
+    name = "context"
+    failed = FAILED
     endpoint = ENDPOINT
     method = "GET"
     status = "200 OK"
@@ -95,11 +97,3 @@ class FastContext(FastPath):
                 return ok_body(service.context_json(valid.userId, valid.projectKey)).encode()
             except (ValidationError, DomainError):
                 return None  # a refusal: the route gives its 400
-            except DEPENDENCY_ERRORS as error:
-                environ[FAILED] = error  # the route answers it (503) and logs it
-                return None
-            except Exception:
-                # A bug of this path must not cost the caller the answer: Flask's route still
-                # gives it (or its own error), but say so.
-                self.app.logger.exception("context fast path failed; answered by Flask")
-                return None

@@ -4,11 +4,14 @@ code and bytes — and passes every other request on untouched (issue 12)."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import ClassVar
 from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 from flask import Flask
+
+from app.envelope import DEPENDENCY_ERRORS
 
 CONTENT_TYPE = ("Content-Type", "application/json")
 
@@ -21,11 +24,19 @@ def route_path(app: Flask, endpoint: str) -> str:
     return rule.rule
 
 
-class FastPath:
+class FastPath(ABC):
     """`method` on the route of `endpoint` answered by `answer`, when it gives a body; anything
     else (and whatever `answer` declines) goes to `fallback` — Flask's `wsgi_app`, or another
-    fast path in front of it."""
+    fast path in front of it.
 
+    A dependency failure `answer` meets (database or Redis down) is handed to the route in the
+    environ under `failed` — a dotted key, which a WSGI server never sets from a request
+    (headers arrive as HTTP_*) — and the route raises it after its own checks: the same 503 and
+    log line, without a second try. Any other exception is a bug of the fast path: logged, and
+    the route answers."""
+
+    name: ClassVar[str]  # in the log line of a bug
+    failed: ClassVar[str]
     endpoint: ClassVar[str]
     method: ClassVar[str]
     status: ClassVar[str]  # as werkzeug spells it, so both paths send the same status line
@@ -45,13 +56,22 @@ class FastPath:
                  start_response: StartResponse) -> Iterable[bytes]:
         if (environ.get("PATH_INFO") == self.path
                 and environ.get("REQUEST_METHOD") == self.method):
-            body = self.answer(environ)
+            body = self._answered(environ)
             if body is not None:
                 start_response(self.status, [CONTENT_TYPE, ("Content-Length", str(len(body))),
                                              *self.headers])
                 return [body]
         return self.fallback(environ, start_response)
 
+    def _answered(self, environ: WSGIEnvironment) -> bytes | None:
+        try:
+            return self.answer(environ)
+        except DEPENDENCY_ERRORS as error:
+            environ[self.failed] = error
+        except Exception:
+            self.app.logger.exception("%s fast path failed; answered by Flask", self.name)
+        return None
+
+    @abstractmethod
     def answer(self, environ: WSGIEnvironment) -> bytes | None:
         """The body of the route's success answer, or None: let the fallback answer."""
-        raise NotImplementedError

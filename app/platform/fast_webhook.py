@@ -29,7 +29,7 @@ import io
 from wsgiref.types import WSGIEnvironment
 
 from app.apispec import validated
-from app.envelope import DEPENDENCY_ERRORS, ApiError, ok_body
+from app.envelope import ApiError, ok_body
 from app.errors import DomainError
 from app.extraction import intake
 from app.platform.fast_path import FastPath
@@ -64,6 +64,8 @@ def _body(environ: WSGIEnvironment, limit: int) -> bytes | None:
 class FastWebhook(FastPath):
     """A plainly valid delivery, answered in front of Flask."""
 
+    name = "webhook"
+    failed = FAILED
     endpoint = ENDPOINT
     method = "POST"
     status = "202 ACCEPTED"
@@ -84,14 +86,4 @@ class FastWebhook(FastPath):
                 event = validated(TaskCompleted, self.app.json.loads(raw)).event()
             except (ValueError, ApiError, DomainError):
                 return None  # not JSON, too deep, or refused: the route gives its 400
-            try:
-                data = acknowledged(*intake.receive(event))
-            except DEPENDENCY_ERRORS as error:
-                environ[FAILED] = error  # the route answers it (503) and logs it
-                return None
-            except Exception:
-                # A bug of this path must not cost the platform the delivery: Flask's route
-                # still takes it (or gives its own error), but say so.
-                self.app.logger.exception("webhook fast path failed; answered by Flask")
-                return None
-            return ok_body(data).encode()
+            return ok_body(acknowledged(*intake.receive(event))).encode()
