@@ -30,7 +30,7 @@ from bench.common import (
 EVENTS = 10_000
 USERS = 1_000
 CONCURRENCY = 32
-ROUNDS = 5
+ROUNDS = 10
 PATH = "/api/v1/webhooks/task-completed"
 FLOOR_PATH = "/floor/webhook"
 THREADS = int(__import__("os").environ.get("BENCH_THREADS", "1"))

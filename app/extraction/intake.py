@@ -19,17 +19,17 @@ from sqlalchemy.exc import IntegrityError
 
 from app.auth.models import INSERT_PLATFORM_USER
 from app.db_types import dialect_family, utcnow
-from app.extraction.models import INSERT_EVENT
+from app.extraction.models import (
+    DUPLICATE_EVENT,
+    ENQUEUED,
+    EVENT_DECISION,
+    INSERT_EVENT,
+    PHASE_NOT_COMPLETED,
+    SESSION_TYPE_EXCLUDED,
+)
 from app.extraction.queue import job_kinds, memory_queue
-from app.memory.repository import USER_AND_SWITCH
 from app.rawdb import raw_database
 from app.sessions.models import UPSERT_SESSION
-
-ENQUEUED = "enqueued"
-PHASE_NOT_COMPLETED = "phase_not_completed"
-SESSION_TYPE_EXCLUDED = "session_type_excluded"
-AUTO_CAPTURE_DISABLED = "auto_capture_disabled"
-DUPLICATE_EVENT = "duplicate_event"
 
 COMPLETED = "COMPLETED"  # D2: FAILED / CANCELLED tasks teach nothing
 EXCLUDED_SESSION_TYPES = frozenset({"SUBAGENT", "SIDE_TASK"})  # D6: the main session speaks
@@ -62,13 +62,12 @@ class TaskCompleted:
                 "assistant_message": self.assistant_message}
 
 
-def _decide(event: TaskCompleted, auto_capture: bool) -> str:
+def _decide(event: TaskCompleted) -> str:
+    """D2 and D6, from the body alone; `enqueued` then still waits on D9 (`INSERT_EVENT`)."""
     if event.phase.strip().upper() != COMPLETED:
         return PHASE_NOT_COMPLETED
     if (event.session_type or "").strip().upper() in EXCLUDED_SESSION_TYPES:
         return SESSION_TYPE_EXCLUDED
-    if not auto_capture:
-        return AUTO_CAPTURE_DISABLED
     return ENQUEUED
 
 
@@ -77,35 +76,33 @@ def _timestamp(value: datetime) -> str:
     return value.isoformat(sep=" ", timespec="microseconds")
 
 
-def receive(event: TaskCompleted) -> tuple[bool, str]:
-    """Record and decide; returns (enqueued, reason).
+def receive(event: TaskCompleted) -> str:
+    """Record and decide; returns the reason (SPEC §5), `enqueued` when the job was.
 
-    Four round trips: the read that decides, the writes in one batch, the job to Redis (only
-    when enqueued), the commit. (Folding the read into the insert measured slower.)
+    Three round trips: the writes and the decision they made in one batch, the job to Redis
+    (only when enqueued), the commit — one fewer than the floor's (`bench.run webhook`). A
+    user first seen costs one more, off the hot path: nobody could switch their capture on yet.
     """
     now = _timestamp(utcnow())
     with raw_database().writes.connection() as conn:
-        known = conn.first(USER_AND_SWITCH, user_id=event.user_id)
-        reason = _decide(event, auto_capture=known is not None and bool(known[1]))
-        steps = [] if known is not None else [
-            # First seen here: created on the spot (nobody could switch its capture on yet).
-            (INSERT_PLATFORM_USER, {"id": event.user_id, "created_at": now})]
-        steps += [
-            (INSERT_EVENT, {"event_id": event.event_id, "session_id": event.session_id,
-                            "user_id": event.user_id, "phase": event.phase, "reason": reason,
-                            "received_at": now}),
-            (UPSERT_SESSION[dialect_family(conn.dialect.name)], {
-                "id": event.session_id, "user_id": event.user_id,
-                "project_key": event.project_key, "workspace": event.workspace,
-                "session_type": event.session_type, "channel": event.channel,
-                "last_seen_at": now}),
-        ]
         try:
-            conn.batch(*steps)
+            *_, decision = conn.batch(
+                (INSERT_EVENT, {"event_id": event.event_id, "session_id": event.session_id,
+                                "user_id": event.user_id, "phase": event.phase,
+                                "decided": _decide(event), "received_at": now}),
+                (UPSERT_SESSION[dialect_family(conn.dialect.name)], {
+                    "id": event.session_id, "user_id": event.user_id,
+                    "project_key": event.project_key, "workspace": event.workspace,
+                    "session_type": event.session_type, "channel": event.channel,
+                    "last_seen_at": now}),
+                (EVENT_DECISION, {"event_id": event.event_id}))
         except IntegrityError:
             # The event is known (a concurrent first delivery waited for here, then committed).
-            return False, DUPLICATE_EVENT
+            return DUPLICATE_EVENT
+        reason, known_user = decision[0]
+        if known_user is None:
+            conn.execute(INSERT_PLATFORM_USER, id=event.user_id, created_at=now)
         if reason == ENQUEUED:
             memory_queue().enqueue(job_kinds().extraction, event.job_payload(), event.job_id)
         conn.commit()
-    return reason == ENQUEUED, reason
+    return reason

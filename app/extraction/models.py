@@ -12,11 +12,22 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
+from app.auth.models import User
 from app.db_types import BigId, ProjectKey, Timestamp, iso, utcnow
 from app.extensions import db
+from app.memory.models import UserMemoryPreference
 from app.paging import Page, PageRequest, paginate
 
 EVENT_ID_MAX = 128
+
+# The webhook's answers (SPEC §5), kept on the event row as its reason.
+ENQUEUED = "enqueued"
+PHASE_NOT_COMPLETED = "phase_not_completed"
+SESSION_TYPE_EXCLUDED = "session_type_excluded"
+AUTO_CAPTURE_DISABLED = "auto_capture_disabled"
+DUPLICATE_EVENT = "duplicate_event"
+REASONS = (ENQUEUED, PHASE_NOT_COMPLETED, SESSION_TYPE_EXCLUDED, AUTO_CAPTURE_DISABLED,
+           DUPLICATE_EVENT)
 
 # Event ids are opaque: compared byte for byte, so 'a' and 'A' are two events.
 EventId = sa.String(EVENT_ID_MAX).with_variant(
@@ -43,10 +54,25 @@ class WebhookEvent(db.Model):
     received_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
 
 
-# The webhook's statement, run on the raw write pool (app.rawdb).
+# The webhook's statements, run in one batch on the raw write pool (app.rawdb).
+#
+# The event row decides its own reason: what D2/D6 decided from the body (`decided`), unless
+# that is `enqueued`; then the user's D9 switch, read by the insert itself (a user without a
+# preference row, or not known at all, has it off). A plain INSERT … VALUES (not INSERT …
+# SELECT, which InnoDB would serialize on the table's AUTO-INC lock).
+_SWITCHED_ON = sa.exists().where(
+    UserMemoryPreference.user_id == sa.bindparam("user_id"),
+    UserMemoryPreference.auto_capture_enabled.is_(True))
 INSERT_EVENT = sa.insert(WebhookEvent.__table__).values(
-    {name: sa.bindparam(name) for name in ("event_id", "session_id", "user_id", "phase",
-                                           "reason", "received_at")})
+    {**{name: sa.bindparam(name) for name in ("event_id", "session_id", "user_id", "phase",
+                                              "received_at")},
+     "reason": sa.case((sa.bindparam("decided") != sa.literal(ENQUEUED), sa.bindparam("decided")),
+                       (_SWITCHED_ON, sa.literal(ENQUEUED)),
+                       else_=sa.literal(AUTO_CAPTURE_DISABLED))})
+# Read back in the same batch: the reason the row holds, and whether its user is known.
+EVENT_DECISION = (sa.select(WebhookEvent.reason, User.id)
+                  .outerjoin(User, User.id == WebhookEvent.user_id)
+                  .where(WebhookEvent.event_id == sa.bindparam("event_id")))
 
 
 class JobOutcome(db.Model):

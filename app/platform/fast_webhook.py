@@ -86,4 +86,4 @@ class FastWebhook(FastPath):
                 event = validated(TaskCompleted, self.app.json.loads(raw)).event()
             except (ValueError, ApiError, DomainError):
                 return None  # not JSON, too deep, or refused: the route gives its 400
-            return ok_body(acknowledged(*intake.receive(event))).encode()
+            return ok_body(acknowledged(intake.receive(event))).encode()

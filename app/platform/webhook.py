@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import time
 
 from flask import Blueprint, current_app, request
@@ -17,6 +18,7 @@ from app import metrics
 from app.apispec import WEBHOOK_SECURITY, answers, described, validated
 from app.envelope import ApiError, ErrorCode, ok_encoded
 from app.extraction import intake
+from app.extraction.models import ENQUEUED, REASONS
 from app.schemas.platform import TaskCompleted, WebhookAck
 
 bp = Blueprint("webhook", __name__, url_prefix="/api/v1/webhooks")
@@ -27,10 +29,13 @@ MAX_SKEW_S = 300
 # The environ key of a dependency failure the fast path (`app.platform.fast_webhook`) met (a WSGI
 # server never puts a dotted key there from a request: headers arrive as HTTP_*).
 FAILED = "memory.fast_webhook.failed"
-# One counter child per answer, bound once: a delivery only adds 1 to it (SPEC §8 Operations).
-DELIVERIES = {reason: metrics.WEBHOOK_EVENTS.labels(reason=reason) for reason in (
-    intake.ENQUEUED, intake.PHASE_NOT_COMPLETED, intake.SESSION_TYPE_EXCLUDED,
-    intake.AUTO_CAPTURE_DISABLED, intake.DUPLICATE_EVENT)}
+# Per answer: its counter child, bound once (a delivery only adds 1 to it, SPEC §8 Operations),
+# and the 202's data as JSON text, as compact as the envelope around it (`enqueued` follows
+# from the reason).
+DELIVERIES = {reason: metrics.WEBHOOK_EVENTS.labels(reason=reason) for reason in REASONS}
+ACKNOWLEDGEMENTS = {reason: json.dumps({"accepted": True, "enqueued": reason == ENQUEUED,
+                                        "reason": reason}, separators=(",", ":"))
+                    for reason in REASONS}
 
 
 def signature(secret: str, timestamp: str, raw_body: bytes) -> str:
@@ -64,12 +69,10 @@ def _verify_signature() -> None:
         raise ApiError(ErrorCode.UNAUTHORIZED, why)
 
 
-def acknowledged(enqueued: bool, reason: str) -> str:
-    """The 202's data as JSON text (as compact as the envelope around it); the delivery
-    counted by its reason (SPEC §8 Operations)."""
+def acknowledged(reason: str) -> str:
+    """The 202's data as JSON text; the delivery counted by its reason."""
     DELIVERIES[reason].inc()
-    return current_app.json.dumps({"accepted": True, "enqueued": enqueued, "reason": reason},
-                                  separators=(",", ":"))
+    return ACKNOWLEDGEMENTS[reason]
 
 
 @bp.post("/task-completed")
@@ -87,7 +90,7 @@ def task_completed():
         # The fast path in front of Flask met a dependency down on this very delivery (and
         # recorded nothing): the same 503, without trying again.
         raise failed
-    return ok_encoded(acknowledged(*intake.receive(body.event())), 202)
+    return ok_encoded(acknowledged(intake.receive(body.event())), 202)
 
 
 # The hot path validates with its model directly: only described, never wrapped.

@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, Field, StrictInt, model_validato
 from pydantic.json_schema import SkipJsonSchema
 
 from app.extraction import intake
-from app.extraction.models import EVENT_ID_MAX
+from app.extraction.models import EVENT_ID_MAX, REASONS
 from app.memory.rules import ID_MAX
 from app.schemas import Body, ProjectKey, Text, not_blank
 from app.schemas.admin import UserId
@@ -80,6 +80,4 @@ class TaskCompleted(Body):
 class WebhookAck(BaseModel):
     accepted: Literal[True]
     enqueued: bool
-    reason: Literal[intake.ENQUEUED, intake.PHASE_NOT_COMPLETED,  # type: ignore[valid-type]
-                    intake.SESSION_TYPE_EXCLUDED, intake.AUTO_CAPTURE_DISABLED,
-                    intake.DUPLICATE_EVENT]
+    reason: Literal[REASONS]  # type: ignore[valid-type]

@@ -222,6 +222,28 @@ def test_auto_capture_is_off_until_the_user_turns_it_on(app, webhook):
     assert queued(app) == []
 
 
+@pytest.mark.parametrize("fields, switch, reason", [
+    ({}, True, "enqueued"),
+    ({}, False, "auto_capture_disabled"),
+    ({}, None, "auto_capture_disabled"),  # known, never switched
+    ({"userId": 424243}, None, "auto_capture_disabled"),  # first seen in this delivery
+    ({"phase": "CANCELLED"}, True, "phase_not_completed"),
+    ({"sessionType": "SIDE_TASK"}, True, "session_type_excluded"),
+])
+def test_the_event_row_keeps_the_answer(app, webhook, fields, switch, reason):
+    from app.auth.service import ensure_user
+
+    with app.app_context():
+        ensure_user(USER_ID)
+        db.session.remove()
+    if switch is not None:
+        capture_on(app, enabled=switch)
+    body = event(**fields)
+    assert assert_ok(webhook(body), 202)["reason"] == reason
+    assert [(row.event_id, row.reason) for row in rows(app, WebhookEvent)] == [
+        (body["eventId"], reason)]
+
+
 # ---- idempotency ---------------------------------------------------------------------------
 
 def test_a_repeated_event_enqueues_nothing(app, webhook):

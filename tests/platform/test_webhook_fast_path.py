@@ -18,7 +18,7 @@ from werkzeug.test import Client
 
 from app import envelope
 from app.extensions import db
-from app.extraction import intake
+from app.extraction import intake, models
 from app.extraction.models import WebhookEvent
 from app.platform.fast_webhook import FastWebhook
 from tests.completions import USER_ID, capture_on, event, signed_headers
@@ -84,10 +84,10 @@ def recorded(app: flask.Flask) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("fields, capture, reason", [
-    ({}, True, intake.ENQUEUED),
-    ({"phase": "FAILED"}, True, intake.PHASE_NOT_COMPLETED),
-    ({"sessionType": "SUBAGENT"}, True, intake.SESSION_TYPE_EXCLUDED),
-    ({}, False, intake.AUTO_CAPTURE_DISABLED),
+    ({}, True, models.ENQUEUED),
+    ({"phase": "FAILED"}, True, models.PHASE_NOT_COMPLETED),
+    ({"sessionType": "SUBAGENT"}, True, models.SESSION_TYPE_EXCLUDED),
+    ({}, False, models.AUTO_CAPTURE_DISABLED),
 ])
 def test_a_delivery_is_the_flask_routes_bytes_and_headers(app, paths, fields, capture, reason):
     capture_on(app, enabled=capture)
@@ -97,7 +97,7 @@ def test_a_delivery_is_the_flask_routes_bytes_and_headers(app, paths, fields, ca
     status, body = result(fast)
     assert (status, body["data"]["reason"]) == (202, reason)
     assert len(recorded(app)) == 2
-    assert len(queued(app)) == (2 if reason == intake.ENQUEUED else 0)
+    assert len(queued(app)) == (2 if reason == models.ENQUEUED else 0)
 
 
 def test_a_repeated_delivery_is_the_same_duplicate_on_both_paths(app, paths):
@@ -106,10 +106,10 @@ def test_a_repeated_delivery_is_the_same_duplicate_on_both_paths(app, paths):
     first = paths.post(paths.fast_only, delivery)
     again_fast = paths.post(paths.fast_only, delivery)
     again_slow = paths.post(paths.flask, delivery)
-    assert result(first)[1]["data"]["reason"] == intake.ENQUEUED
+    assert result(first)[1]["data"]["reason"] == models.ENQUEUED
     assert again_fast == again_slow
     assert result(again_fast)[1]["data"] == {"accepted": True, "enqueued": False,
-                                             "reason": intake.DUPLICATE_EVENT}
+                                             "reason": models.DUPLICATE_EVENT}
     assert len(queued(app)) == 1
 
 
@@ -138,7 +138,7 @@ def test_a_cookie_or_an_authorization_header_is_left_to_flask(app, paths):
     capture_on(app)
     for credential in ({"cookie": "x"}, {"headers": {"Authorization": "Bearer whatever"}}):
         status, body = result(paths.post(paths.recording, event(), **credential))
-        assert (status, body["data"]["reason"]) == (202, intake.ENQUEUED)
+        assert (status, body["data"]["reason"]) == (202, models.ENQUEUED)
     assert len(paths.passed_on) == 2
 
 
@@ -155,7 +155,7 @@ def test_redis_down_is_the_routes_503_with_nothing_recorded_and_one_try(app, mak
     tries = []
     receive = intake.receive
 
-    def counted(delivery: intake.TaskCompleted) -> tuple[bool, str]:
+    def counted(delivery: intake.TaskCompleted) -> str:
         tries.append(delivery.event_id)
         return receive(delivery)
 
@@ -170,7 +170,7 @@ def test_a_bug_of_the_fast_path_is_logged_and_flask_answers(app, paths, monkeypa
     real = intake.receive
     calls = []
 
-    def broken_once(delivery: intake.TaskCompleted) -> tuple[bool, str]:
+    def broken_once(delivery: intake.TaskCompleted) -> str:
         calls.append(delivery.event_id)
         if len(calls) == 1:
             raise KeyError("a bug")
@@ -179,7 +179,7 @@ def test_a_bug_of_the_fast_path_is_logged_and_flask_answers(app, paths, monkeypa
     monkeypatch.setattr(intake, "receive", broken_once)
     with caplog.at_level(logging.ERROR):
         status, body = result(paths.post(paths.recording, event()))
-    assert (status, body["data"]["reason"]) == (202, intake.ENQUEUED)
+    assert (status, body["data"]["reason"]) == (202, models.ENQUEUED)
     assert "webhook fast path failed" in caplog.text
     assert len(calls) == 2 and len(queued(app)) == 1
 
