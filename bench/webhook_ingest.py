@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import statistics
 import time
 import uuid
+from dataclasses import dataclass
 
 import redis
 from rq import Queue
@@ -63,7 +65,7 @@ def bodies(run_id: str) -> list[bytes]:
     }, ensure_ascii=False).encode() for i in range(EVENTS)]
 
 
-def _reasons(run: loadgen.Run) -> dict[str, int]:
+def _reasons(run: Figures) -> dict[str, int]:
     counts: dict[str, int] = {}
     for status, body in zip(run.statuses, run.bodies, strict=True):
         key = json.loads(body)["data"]["reason"] if status == 202 else f"HTTP {status}"
@@ -78,9 +80,29 @@ def signed_for(path: str, raw_bodies: list[bytes]) -> list[bytes]:
         "X-Memory-Signature": signature(WEBHOOK_SECRET, ts, body)}) for body in raw_bodies]
 
 
-def _merged(runs: list[loadgen.Run]) -> loadgen.Run:
-    return loadgen.Run(sum(r.seconds for r in runs), [x for r in runs for x in r.latencies_ms],
-                       [x for r in runs for x in r.statuses], [x for r in runs for x in r.bodies])
+@dataclass(frozen=True)
+class Figures:
+    """What a table row shows of one or more runs: req/s and latencies (medians over rounds),
+    and every answer."""
+
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    runs: list[loadgen.Run]
+
+    @classmethod
+    def of(cls, runs: list[loadgen.Run]) -> Figures:
+        return cls(statistics.median(r.rps for r in runs),
+                   statistics.median(r.percentile(50) for r in runs),
+                   statistics.median(r.percentile(99) for r in runs), runs)
+
+    @property
+    def statuses(self) -> list[int]:
+        return [x for r in self.runs for x in r.statuses]
+
+    @property
+    def bodies(self) -> list[bytes]:
+        return [x for r in self.runs for x in r.bodies]
 
 
 def run(tables: list[Table]) -> None:
@@ -94,21 +116,21 @@ def run(tables: list[Table]) -> None:
     chunk = EVENTS // ROUNDS
     with gunicorn("bench.floor_app:app", threads=THREADS) as port:
         loadgen.send(port, trivial_requests[:500], CONCURRENCY)  # warm both workers
-        trivial = loadgen.send(port, trivial_requests, CONCURRENCY)
+        trivial = Figures.of([loadgen.send(port, trivial_requests, CONCURRENCY)])
         floor_runs, first_runs = [], []
-        # The floor and the endpoint take turns, a fifth of the events each time, so a
+        # The floor and the endpoint take turns, a tenth of the events each time, so a
         # neighbour's burst on this shared machine hits both alike.
         for n in range(ROUNDS):
             part = raw_bodies[n * chunk:(n + 1) * chunk]
             floor_runs.append(loadgen.send(port, signed_for(FLOOR_PATH, part), CONCURRENCY))
             first_runs.append(loadgen.send(port, signed_for(PATH, part), CONCURRENCY))
-        floor, first = _merged(floor_runs), _merged(first_runs)
+        floor, first = Figures.of(floor_runs), Figures.of(first_runs)
         connection = redis.Redis.from_url(BENCH_REDIS_URL)
         queue, floor_queue = (Queue(name, connection=connection)
                               for name in (QUEUE, FLOOR_QUEUE))
         after_first = queue.count
         job_ids = queue.get_job_ids()
-        again = loadgen.send(port, signed_for(PATH, raw_bodies), CONCURRENCY)
+        again = Figures.of([loadgen.send(port, signed_for(PATH, raw_bodies), CONCURRENCY)])
         after_again = queue.count
         floor_jobs = floor_queue.count
     for name, result in (("trivial /healthz", trivial), ("floor (same durable work)", floor),
@@ -116,17 +138,18 @@ def run(tables: list[Table]) -> None:
         answers = (f"HTTP {'/'.join(sorted({str(s) for s in result.statuses}))}: "
                    f"{len(result.statuses):,}" if result in (trivial, floor)
                    else ", ".join(f"{k}: {v:,}" for k, v in sorted(_reasons(result).items())))
-        table.add(name, f"{result.rps:,.0f}", f"{result.percentile(50):.1f}",
-                  f"{result.percentile(99):.1f}", ratio(result.rps, floor.rps),
-                  ratio(result.percentile(99), floor.percentile(99)), answers)
+        table.add(name, f"{result.rps:,.0f}", f"{result.p50_ms:.1f}", f"{result.p99_ms:.1f}",
+                  ratio(result.rps, floor.rps), ratio(result.p99_ms, floor.p99_ms), answers)
     with contextlib.closing(raw_connection()) as conn, conn.cursor() as cur:
         cur.execute("SELECT COUNT(*), COUNT(DISTINCT event_id) FROM webhook_event "
                     "WHERE event_id NOT LIKE 'floor-%'")
         events, distinct_events = cur.fetchone()
     exact = after_first == len(set(job_ids)) == EVENTS and after_again == after_first
     rps_ratio = first.rps / floor.rps
-    p99_ratio = first.percentile(99) / floor.percentile(99)
+    p99_ratio = first.p99_ms / floor.p99_ms
     table.notes += [
+        f"the floor and the endpoint's first time: median of {ROUNDS} rounds of {chunk:,} "
+        "events each, taken in turn (as the context bench's slices)",
         f"jobs in queue `{QUEUE}` after the first {EVENTS:,}: {after_first:,} "
         f"({len(set(job_ids)):,} distinct job ids); after the same {EVENTS:,} again: "
         f"{after_again:,} (enqueued {after_again - after_first:,}); the floor queued "

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from app.auth.models import User
 from app.db_types import BigId, ProjectKey, Timestamp, iso, utcnow
 from app.extensions import db
-from app.memory.models import UserMemoryPreference
+from app.memory.repository import SWITCHED_ON
 from app.paging import Page, PageRequest, paginate
 
 EVENT_ID_MAX = 128
@@ -57,17 +57,14 @@ class WebhookEvent(db.Model):
 # The webhook's statements, run in one batch on the raw write pool (app.rawdb).
 #
 # The event row decides its own reason: what D2/D6 decided from the body (`decided`), unless
-# that is `enqueued`; then the user's D9 switch, read by the insert itself (a user without a
-# preference row, or not known at all, has it off). A plain INSERT … VALUES (not INSERT …
-# SELECT, which InnoDB would serialize on the table's AUTO-INC lock).
-_SWITCHED_ON = sa.exists().where(
-    UserMemoryPreference.user_id == sa.bindparam("user_id"),
-    UserMemoryPreference.auto_capture_enabled.is_(True))
+# that is `enqueued`; then the user's D9 switch, read by the insert itself, so the row and the
+# answer agree even against a concurrent toggle. A plain INSERT … VALUES (an INSERT … SELECT
+# would take the table's AUTO-INC lock for the whole statement).
 INSERT_EVENT = sa.insert(WebhookEvent.__table__).values(
     {**{name: sa.bindparam(name) for name in ("event_id", "session_id", "user_id", "phase",
                                               "received_at")},
      "reason": sa.case((sa.bindparam("decided") != sa.literal(ENQUEUED), sa.bindparam("decided")),
-                       (_SWITCHED_ON, sa.literal(ENQUEUED)),
+                       (SWITCHED_ON, sa.literal(ENQUEUED)),
                        else_=sa.literal(AUTO_CAPTURE_DISABLED))})
 # Read back in the same batch: the reason the row holds, and whether its user is known.
 EVENT_DECISION = (sa.select(WebhookEvent.reason, User.id)

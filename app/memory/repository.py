@@ -426,6 +426,12 @@ def capturing(rows: Sequence[tuple]) -> bool:
     return bool(rows and rows[0][0])
 
 
+# The D9 switch of the bound `user_id` as a condition, for a statement that decides by it in
+# the database (the webhook's event row): a user without a preference row has it off.
+SWITCHED_ON = sa.exists().where(UserMemoryPreference.user_id == sa.bindparam("user_id"),
+                                UserMemoryPreference.auto_capture_enabled.is_(True))
+
+
 def auto_capture_enabled(user_id: int) -> bool:
     return capturing(db.session.execute(AUTO_CAPTURE, {"user_id": user_id}).all())
 
@@ -436,13 +442,3 @@ def set_auto_capture(user_id: int, enabled: bool, now: datetime) -> None:
         UserMemoryPreference.__table__, dialect,
         {"user_id": user_id, "auto_capture_enabled": enabled, "created_at": now,
          "updated_at": now}, update=("auto_capture_enabled", "updated_at")))
-
-
-
-# Whether the user exists, and their D9 switch, in one round trip: the webhook's decision, on
-# the raw write pool (app.rawdb).
-USER_AND_SWITCH = (
-    sa.select(User.id, UserMemoryPreference.auto_capture_enabled)
-    .outerjoin(UserMemoryPreference, UserMemoryPreference.user_id == User.id)
-    .where(User.id == sa.bindparam("user_id"))
-)
