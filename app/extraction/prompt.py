@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from app.memory.repository import Known
-from app.memory.rules import EXTRACT_MAX_ITEMS, EXTRACTED_CONTENT_MAX, Group, normalize
+from app.memory.rules import EXTRACT_MAX_ITEMS, EXTRACTED_CONTENT_MAX, Group, one_line
 
 SYSTEM_PROMPT = f"""你是长期记忆抽取器。\
 输入是一次已完成任务的最后一轮对话(用户消息与助手的最终答复),以及这位用户已有的记忆。请找出值得长期记住的事实,并判断它与已有记忆的关系。
@@ -60,8 +60,12 @@ NOTHING = "(无)"
 NO_PROJECT = "(无:本次会话不属于任何项目,只能输出 type=user)"
 
 
+# Each known row on one line of its own, as the injected block does it (`rules.one_line`): a
+# row stored with a newline or a control character cannot start a line the model reads as
+# instructions. (Nearly every row is clean already, which one_line settles at C speed: a
+# comparison set is up to 200 rows per job.)
 def _existing_line(memory: Known) -> str:
-    return f"- id={memory.id} {memory.group.label} {normalize(memory.content)}"
+    return f"- id={memory.id} {memory.group.label} {one_line(memory.content)}"
 
 
 def build_messages(*, project_key: str | None, comparison: Sequence[Known],
@@ -69,7 +73,7 @@ def build_messages(*, project_key: str | None, comparison: Sequence[Known],
                    assistant_message: str) -> list[dict[str, str]]:
     """The chat messages of one extraction call."""
     existing = "\n".join(_existing_line(m) for m in comparison) or NOTHING
-    negative = "\n".join(f"- {normalize(c)}" for c in dismissed) or NOTHING
+    negative = "\n".join(f"- {one_line(c)}" for c in dismissed) or NOTHING
     user = USER_PROMPT.format(project=project_key or NO_PROJECT, existing=existing,
                               dismissed=negative, user_message=user_message,
                               assistant_message=assistant_message)
@@ -110,7 +114,7 @@ CONSOLIDATION_USER_PROMPT = """分组:{group}
 def build_consolidation_messages(*, group: Group, budget: int,
                                  rows: Sequence[tuple[int, str]]) -> list[dict[str, str]]:
     """The chat messages of one consolidation call: a group and its (id, content) rows."""
-    lines = "\n".join(f"- id={item_id} {normalize(content)}" for item_id, content in rows)
+    lines = "\n".join(f"- id={item_id} {one_line(content)}" for item_id, content in rows)
     user = CONSOLIDATION_USER_PROMPT.format(group=group.label, budget=budget, rows=lines)
     return [{"role": "system", "content": CONSOLIDATION_SYSTEM_PROMPT},
             {"role": "user", "content": user}]
