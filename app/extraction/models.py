@@ -58,8 +58,8 @@ class WebhookEvent(db.Model):
 #
 # The event row decides its own reason: what D2/D6 decided from the body (`decided`), unless
 # that is `enqueued`; then the user's D9 switch, read by the insert itself, so the row and the
-# answer agree even against a concurrent toggle. A plain INSERT … VALUES (an INSERT … SELECT
-# would take the table's AUTO-INC lock for the whole statement).
+# answer agree even against a concurrent toggle. A plain INSERT … VALUES: for an INSERT …
+# SELECT, InnoDB (in MariaDB's default lock mode) holds the table's AUTO-INC lock throughout.
 INSERT_EVENT = sa.insert(WebhookEvent.__table__).values(
     {**{name: sa.bindparam(name) for name in ("event_id", "session_id", "user_id", "phase",
                                               "received_at")},
