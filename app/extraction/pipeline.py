@@ -153,8 +153,10 @@ def hand_over(uow: UnitOfWork, job: ExtractionJob, inputs: Inputs, parsed: parse
     outcome.dropped = parsed.dropped
     if parsed.candidates:
         memories = UserMemories(uow, job.user_id, Actor.EXTRACTION, job.session_id)
+        # The comparison set alone fills the pool: a first insert will have to make room.
         learned = memories.learn([_fact(c, inputs.project_group) for c in parsed.candidates],
-                                 inputs.references())
+                                 inputs.references(),
+                                 pool_full=len(inputs.comparison) >= rules.ACTIVE_PER_USER_MAX)
         outcome.add(learned)
     if inputs.degraded:
         reason = "comparison_set_unavailable"

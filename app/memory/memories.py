@@ -212,13 +212,21 @@ class UserMemories:
 
     # ---- extraction (seed §5.6, §10.1-§10.2) -------------------------------------------
 
-    def learn(self, facts: Sequence[Fact], references: Mapping[Group, Collection[int]]
-              ) -> Learned:
+    def learn(self, facts: Sequence[Fact], references: Mapping[Group, Collection[int]], *,
+              pool_full: bool = False) -> Learned:
         """Apply one extraction's facts; `references` are the ids the model was shown, per
         group — a touch or update naming any other row (MANUAL, DISMISSED, another group's,
-        unknown) is dropped, never turned into an insert."""
+        unknown) is dropped, never turned into an insert. `pool_full`: the caller has seen
+        the user's pool full (D14), so a first fact that is an insert learns where its room
+        comes from with the lock, in the same round trip."""
         run = _Learning(self, Learned())
-        run.active = repository.lock_and_count(self.user_id)  # the lock `_lock` takes
+        first = facts[0] if facts else None
+        room_for = None
+        if pool_full and first is not None and first.action is Action.INSERT:
+            assert first.content is not None
+            room_for = (first.group, first.group.dedup_hash(first.content))
+        # The lock `_lock` takes.
+        run.active, run.room = repository.lock_and_count(self.user_id, room_for)
         for fact in facts:
             if fact.action is Action.INSERT:
                 run.insert(fact.group, fact.content)
@@ -311,6 +319,7 @@ class _Learning:
     learned: Learned
     active: int = 0
     written: set[int] = field(default_factory=set)  # rows this run inserted or confirmed
+    room: repository.Room | None = None  # found with the lock for the first fact, an insert
 
     @property
     def user_id(self) -> int:
@@ -372,12 +381,13 @@ class _Learning:
         assert content is not None
         digest = group.dedup_hash(content)
         stale = None
+        room, self.room = self.room, None  # only ever the first fact's
         if self.active >= ACTIVE_PER_USER_MAX:
             # Words the user has already are a re-confirmation (or D3), not a reason to demote.
             # D14: make room by demoting the group's oldest machine-made row, one per insert,
             # at most EXTRACT_MAX_ITEMS per run; no such row → this insert is dropped.
-            wording, stale = repository.wording_and_stalest(self.user_id, group, digest,
-                                                            self.written)
+            wording, stale = room or repository.wording_and_stalest(self.user_id, group,
+                                                                    digest, self.written)
             if self._known(wording):
                 return
             if self.learned.demoted >= EXTRACT_MAX_ITEMS:

@@ -129,11 +129,22 @@ def count_active(user_id: int) -> int:
     return db.session.scalar(COUNT_ACTIVE, {"user_id": user_id}) or 0
 
 
-def lock_and_count(user_id: int) -> int:
+# What an insert into a full pool (D14) needs to know first: the row that already says its
+# words, if any, and the id of the group's row to demote (None: none left to demote).
+Room = tuple[Wording | None, int | None]
+
+
+def lock_and_count(user_id: int, room_for: tuple[Group, str] | None = None
+                   ) -> tuple[int, Room | None]:
     """`lock_user`, then `count_active` — exact under the lock, each statement seeing what
-    others committed — in one round trip."""
-    _, count = in_session((LOCK_USER, {"user_id": user_id}), (COUNT_ACTIVE, {"user_id": user_id}))
-    return count[0][0] if count else 0
+    others committed — in one round trip. With `room_for` (a group and the digest of words
+    about to go into a pool expected to be full), the same round trip also brings what
+    `wording_and_stalest` would find for them with nothing excluded."""
+    steps = [(LOCK_USER, {"user_id": user_id}), (COUNT_ACTIVE, {"user_id": user_id})]
+    if room_for is not None:
+        steps += _room_steps(user_id, *room_for, excluding=0)
+    _, count, *room = in_session(*steps)
+    return (count[0][0] if count else 0), (_room(room, ()) if room else None)
 
 
 # ---- lists ----------------------------------------------------------------------------------
@@ -317,17 +328,26 @@ _STALEST = {project: (sa.select(MemoryItem.id)
             for project in (False, True)}
 
 
+def _room_steps(user_id: int, group: Group, digest: str, *, excluding: int) -> list[Step]:
+    params = {"user_id": user_id, "n": excluding + 1,
+              **({"project_key": group.key} if group.project_key is not None else {})}
+    return [(BY_HASH, {"user_id": user_id, "digest": digest}),
+            (_STALEST[group.project_key is not None], params)]
+
+
+def _room(results: Sequence[Sequence[tuple]], exclude_ids: Collection[int]) -> Room:
+    wording, stalest = results
+    stale = next((row[0] for row in stalest if row[0] not in exclude_ids), None)
+    return (Wording(*wording[0]) if wording else None), stale
+
+
 def wording_and_stalest(user_id: int, group: Group, digest: str,
-                        exclude_ids: Collection[int]) -> tuple[Wording | None, int | None]:
+                        exclude_ids: Collection[int]) -> Room:
     """Before an insert into a full pool (D14), in one round trip: the row that already says
     `digest`, if any, and the id of the group's oldest-updated machine-made ACTIVE row not in
     `exclude_ids` (rows the run has just written or confirmed), locked until the commit."""
-    params = {"user_id": user_id, "n": len(exclude_ids) + 1,
-              **({"project_key": group.key} if group.project_key is not None else {})}
-    wording, stalest = in_session((BY_HASH, {"user_id": user_id, "digest": digest}),
-                                  (_STALEST[group.project_key is not None], params))
-    stale = next((row[0] for row in stalest if row[0] not in exclude_ids), None)
-    return (Wording(*wording[0]) if wording else None), stale
+    return _room(in_session(*_room_steps(user_id, group, digest, excluding=len(exclude_ids))),
+                 exclude_ids)
 
 
 # ---- writes ---------------------------------------------------------------------------------

@@ -106,6 +106,42 @@ def test_touch_and_update_need_no_room_at_a_full_pool(extract, memories):
     assert memories.count(USER_ID, status="ACTIVE") == 200
 
 
+def test_known_words_at_a_full_pool_are_reconfirmed_and_demote_nothing(extract, memories):
+    rows = fill(memories, [("auto", 200, {"source": "AUTO"})])
+    known = memories.get(rows["auto"][7])
+    outcome = extract([{"type": "user", "content": known["content"]}])
+    assert counts(outcome) == (0, 1, 0, 0, 0)
+    assert memories.get(known["id"])["rawUpdatedAt"] > known["rawUpdatedAt"]
+    assert memories.count(USER_ID, status="DISMISSED") == 0
+
+
+def test_dismissed_words_at_a_full_pool_are_dropped_and_demote_nothing(extract, memories):
+    rows = fill(memories, [("gone", 1, {"source": "AUTO", "status": "DISMISSED"}),
+                           ("auto", 200, {"source": "AUTO"})])
+    outcome = extract([{"type": "user", "content": memories.get(rows["gone"][0])["content"]}])
+    assert counts(outcome) == (0, 0, 0, 1, 0)
+    assert memories.count(USER_ID, status="DISMISSED") == 1
+    assert memories.count(USER_ID, status="ACTIVE") == 200
+
+
+def test_a_pool_seen_full_but_no_longer_full_under_the_lock_demotes_nothing(app, memories):
+    """The job saw the pool full before the model answered; the user deleted a row meanwhile:
+    the insert takes the free slot, whatever was looked up for a demotion."""
+    from app.memory.events import Actor
+    from app.memory.memories import Action, Fact, UserMemories
+    from app.memory.rules import USER_GROUP
+    from app.unit_of_work import UnitOfWork
+
+    fill(memories, [("auto", 199, {"source": "AUTO"})])
+    with app.app_context(), UnitOfWork() as uow:
+        learned = UserMemories(uow, USER_ID, Actor.EXTRACTION, 77).learn(
+            [Fact(Action.INSERT, USER_GROUP, "空出一格后学到的事实")], {}, pool_full=True)
+        uow.commit()
+    assert (learned.inserted, learned.demoted) == (1, 0)
+    assert memories.count(USER_ID, status="ACTIVE") == 200
+    assert memories.count(USER_ID, status="DISMISSED") == 0
+
+
 def test_demoted_row_can_be_restored(extract, memories, as_service):
     rows = fill(memories, [("auto", 200, {"source": "AUTO"})])
     extract([{"type": "user", "content": "新事实"}])
