@@ -118,9 +118,8 @@ def run(tables: list[Table]) -> None:
     chunk = EVENTS // ROUNDS
     with gunicorn("bench.floor_app:app", threads=THREADS) as port:
         loadgen.send(port, trivial_requests[:500], CONCURRENCY)  # warm both workers
-        # Warm both paths, their code and the pages of the tables they touch (the bench before
-        # this one fills the buffer pool with the context read's rows), as the context bench
-        # warms its own; then start again from empty tables and queues.
+        # Warm both paths — their code, connections and the pages of the tables they touch — as
+        # the context bench warms its own; then start again from empty tables and queues.
         warm = bodies(f"warm-{uuid.uuid4().hex[:8]}")[:WARM_EVENTS]
         for path in (FLOOR_PATH, PATH):
             loadgen.send(port, signed_for(path, warm), CONCURRENCY)
