@@ -211,10 +211,6 @@ class Connection:
         self.execute(statement, **params)
         return _fetched(self.cursor)
 
-    def first(self, statement: Executable, **params: Any) -> tuple | None:
-        rows = self.rows(statement, **params)
-        return tuple(rows[0]) if rows else None
-
     def commit(self) -> None:
         try:
             self.raw.commit()
