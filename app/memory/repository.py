@@ -231,17 +231,29 @@ class Known:
     content: str
 
 
-def _group_rows(columns: Sequence[Any], *, project: bool, status: Status,
-                limit: int) -> sa.Select:
-    """One group's rows of one status, newest first, for the raw read pool: the user's USER
-    rows, or (`project`) those of the bound project key."""
+def _bound_group(*, project: bool, status: Status) -> list[Any]:
+    """`_in_group` with the user and the project key as bind parameters (`_group_params`), for
+    the statements the raw batches send: the user's USER rows, or (`project`) those of the
+    bound project key; ACTIVE ones only the machine-made."""
     group = (MemoryItem.project_key == sa.bindparam("project_key") if project
              else MemoryItem.scope == Scope.USER.value)
     conditions = [MemoryItem.user_id == sa.bindparam("user_id"), group,
                   MemoryItem.status == status.value]
     if status is Status.ACTIVE:
         conditions.append(machine_made())
-    return sa.select(*columns).where(*conditions).order_by(*NEWEST_FIRST).limit(limit)
+    return conditions
+
+
+def _group_params(user_id: int, group: Group) -> dict[str, Any]:
+    return {"user_id": user_id, **({"project_key": group.key} if group.project_key is not None
+                                   else {})}
+
+
+def _group_rows(columns: Sequence[Any], *, project: bool, status: Status,
+                limit: int) -> sa.Select:
+    """One group's rows of one status, newest first (`_bound_group`)."""
+    return (sa.select(*columns).where(*_bound_group(project=project, status=status))
+            .order_by(*NEWEST_FIRST).limit(limit))
 
 
 # The comparison set of a group: its machine-made ACTIVE rows (MANUAL rows never appear: a
@@ -260,13 +272,8 @@ def known_set_steps(user_id: int, groups: Sequence[Group]) -> list[Step]:
     """The reads of what extraction shows the model (D13), as steps of one raw batch: an index
     range scan per group and set. (One UNION ALL of them measured nearly twice as slow on
     MariaDB, the derived tables materialized.) `known_sets` reads their rows."""
-    steps = []
-    for statements in (_COMPARISON, _DISMISSED):
-        for group in groups:
-            project = group.project_key is not None
-            params = {"user_id": user_id, **({"project_key": group.key} if project else {})}
-            steps.append((statements[project], params))
-    return steps
+    return [(statements[group.project_key is not None], _group_params(user_id, group))
+            for statements in (_COMPARISON, _DISMISSED) for group in groups]
 
 
 def known_sets(groups: Sequence[Group], results: Sequence[Sequence[tuple]]
@@ -319,20 +326,16 @@ def machine_rows(user_id: int, group: Group, ids: Collection[int] | None = None,
 
 # A group's oldest-updated machine-made ACTIVE rows, the first `n`, locked: D14's candidates.
 _STALEST = {project: (sa.select(MemoryItem.id)
-                      .where(MemoryItem.user_id == sa.bindparam("user_id"),
-                             MemoryItem.project_key == sa.bindparam("project_key") if project
-                             else MemoryItem.scope == Scope.USER.value,
-                             MemoryItem.status == Status.ACTIVE.value, machine_made())
+                      .where(*_bound_group(project=project, status=Status.ACTIVE))
                       .order_by(MemoryItem.updated_at.asc(), MemoryItem.id.asc())
                       .limit(sa.bindparam("n")).with_for_update())
             for project in (False, True)}
 
 
 def _room_steps(user_id: int, group: Group, digest: str, *, excluding: int) -> list[Step]:
-    params = {"user_id": user_id, "n": excluding + 1,
-              **({"project_key": group.key} if group.project_key is not None else {})}
     return [(BY_HASH, {"user_id": user_id, "digest": digest}),
-            (_STALEST[group.project_key is not None], params)]
+            (_STALEST[group.project_key is not None],
+             {**_group_params(user_id, group), "n": excluding + 1})]
 
 
 def _room(results: Sequence[Sequence[tuple]], exclude_ids: Collection[int]) -> Room:
