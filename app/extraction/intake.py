@@ -25,6 +25,7 @@ from app.extraction.models import (
     EVENT_DECISION,
     INSERT_EVENT,
     PHASE_NOT_COMPLETED,
+    RECORD_EVENT,
     SESSION_TYPE_EXCLUDED,
 )
 from app.extraction.queue import job_kinds, memory_queue
@@ -85,17 +86,19 @@ def receive(event: TaskCompleted) -> str:
     """
     now = _timestamp(utcnow())
     with raw_database().writes.connection() as conn:
+        record = {"event_id": event.event_id, "session_id": event.session_id,
+                  "user_id": event.user_id, "phase": event.phase, "decided": _decide(event),
+                  "received_at": now}
+        session = (UPSERT_SESSION[dialect_family(conn.dialect.name)], {
+            "id": event.session_id, "user_id": event.user_id, "project_key": event.project_key,
+            "workspace": event.workspace, "session_type": event.session_type,
+            "channel": event.channel, "last_seen_at": now})
         try:
-            *_, decision = conn.batch(
-                (INSERT_EVENT, {"event_id": event.event_id, "session_id": event.session_id,
-                                "user_id": event.user_id, "phase": event.phase,
-                                "decided": _decide(event), "received_at": now}),
-                (UPSERT_SESSION[dialect_family(conn.dialect.name)], {
-                    "id": event.session_id, "user_id": event.user_id,
-                    "project_key": event.project_key, "workspace": event.workspace,
-                    "session_type": event.session_type, "channel": event.channel,
-                    "last_seen_at": now}),
-                (EVENT_DECISION, {"event_id": event.event_id}))
+            if conn.dialect.insert_returning:
+                decision, _ = conn.batch((RECORD_EVENT, record), session)
+            else:
+                _, _, decision = conn.batch((INSERT_EVENT, record), session,
+                                            (EVENT_DECISION, {"event_id": event.event_id}))
         except IntegrityError:
             # The event is known (a concurrent first delivery waited for here, then committed).
             return DUPLICATE_EVENT

@@ -230,18 +230,27 @@ def test_auto_capture_is_off_until_the_user_turns_it_on(app, webhook):
     ({"phase": "CANCELLED"}, True, "phase_not_completed"),
     ({"sessionType": "SIDE_TASK"}, True, "session_type_excluded"),
 ])
-def test_the_event_row_keeps_the_answer(app, webhook, fields, switch, reason):
+# MariaDB hands the decision back from the insert; MySQL has no INSERT … RETURNING and reads it
+# back in the same batch.
+@pytest.mark.parametrize("insert_returning", [True, False], ids=["returned", "read back"])
+def test_the_event_row_keeps_the_answer(app, webhook, monkeypatch, fields, switch, reason,
+                                        insert_returning):
+    from app.auth.models import User
     from app.auth.service import ensure_user
+    from app.rawdb import raw_database
 
     with app.app_context():
         ensure_user(USER_ID)
         db.session.remove()
+        monkeypatch.setattr(raw_database().writes.engine.dialect, "insert_returning",
+                            insert_returning)
     if switch is not None:
         capture_on(app, enabled=switch)
     body = event(**fields)
     assert assert_ok(webhook(body), 202)["reason"] == reason
     assert [(row.event_id, row.reason) for row in rows(app, WebhookEvent)] == [
         (body["eventId"], reason)]
+    assert body["userId"] in {user.id for user in rows(app, User)}
 
 
 # ---- idempotency ---------------------------------------------------------------------------
