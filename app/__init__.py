@@ -8,7 +8,7 @@ from typing import Any
 from flask import Flask
 
 from app import config as app_config
-from app import rawdb
+from app import database
 from app.extensions import db, migrate
 from app.jsonbody import RequestJSONProvider
 
@@ -32,7 +32,9 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 
     db.init_app(app)
     migrate.init_app(app, db, directory=MIGRATIONS_DIR)
-    rawdb.init_app(app, app.config["SQLALCHEMY_ENGINE_OPTIONS"])
+    with app.app_context():
+        database.guard(db.engine)
+    database.init_app(app, app.config["SQLALCHEMY_ENGINE_OPTIONS"])
     _import_models()
 
     from app.auth import sessions, throttle
@@ -59,13 +61,13 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 
     register_cli(app)
 
-    from app.platform import fast_context, fast_webhook
+    from app.platform.api import ContextRead
+    from app.platform.hot_path import HotPaths
+    from app.platform.webhook import WebhookReceiver
 
-    # Last, around everything: the platform's two hot paths — the completion webhook and the
-    # context read — answered before Flask's request cycle when they are plainly valid (issue
-    # 12); every other request goes to Flask untouched.
-    fast_webhook.FastWebhook.install(app)
-    fast_context.FastContext.install(app)
+    # Last, around everything: the platform's two hot paths answered by the endpoints that own
+    # them, every other request by Flask.
+    HotPaths.install(app, WebhookReceiver, ContextRead)
     return app
 
 
@@ -78,13 +80,13 @@ def _tune_engine(app: Flask) -> None:
         options.setdefault("isolation_level", "READ COMMITTED")
         from pymysql.constants import CLIENT
 
-        # Multi-statement queries for `rawdb.in_session` (a job's journal and outcome in one
+        # Multi-statement queries for `database.batch` (a job's journal and outcome in one
         # round trip); FOUND_ROWS is what SQLAlchemy sets by default.
         options["connect_args"] = {"client_flag": CLIENT.MULTI_STATEMENTS | CLIENT.FOUND_ROWS,
                                    **(options.get("connect_args") or {})}
-    # The session ends every transaction it begins before it gives the connection back, yet the
-    # pool would send one more ROLLBACK after each commit: a round trip per unit of work
-    # (counted by the worker bench), for nothing.
+    # The pool would send one more ROLLBACK after each commit: a round trip per unit of work
+    # (counted by the worker bench). `database.prove_idle` sends it only where the connection
+    # cannot prove that nothing is open.
     options.setdefault("pool_reset_on_return", None)
     app.config["SQLALCHEMY_ENGINE_OPTIONS"] = options
 

@@ -97,10 +97,36 @@ def ok_encoded(data_json: str, status: int = 200) -> Response:
                                       mimetype="application/json")
 
 
+def failure(error: ErrorCode, message: str) -> dict[str, Any]:
+    """The body of a failure envelope: no `data` key at all."""
+    return {"code": error.code, "message": message, "timestamp": _now_ms()}
+
+
 def fail(error: ErrorCode, message: str, http_status: int | None = None) -> tuple[Response, int]:
-    """A failure envelope: no `data` key at all."""
-    body = {"code": error.code, "message": message, "timestamp": _now_ms()}
-    return jsonify(body), http_status or error.http_status
+    """A failure envelope."""
+    return jsonify(failure(error, message)), http_status or error.http_status
+
+
+def refusal(exc: Exception, path: str, logger: Any) -> tuple[ErrorCode, str, int]:
+    """The envelope error, message and HTTP status of any exception a JSON route met — the one
+    table every JSON answer uses, Flask's handlers and the hot paths' endpoints alike. Logs
+    what is not the client's doing (a dependency down, a bug)."""
+    if isinstance(exc, DomainError):
+        exc = ApiError.from_domain(exc)
+    if isinstance(exc, ApiError):
+        return exc.error, exc.message, exc.http_status
+    if isinstance(exc, HTTPException):
+        status = exc.code or 500
+        if status >= 500:
+            return ErrorCode.INTERNAL_ERROR, "internal error", status
+        # 404/405/413 keep their HTTP status so clients can tell "no such route" from bad input.
+        return _HTTP_TO_ERROR.get(status, ErrorCode.PARAM_INVALID), exc.description or exc.name, \
+            status
+    if isinstance(exc, DEPENDENCY_ERRORS):
+        logger.warning("dependency unavailable path=%s error=%s", path, type(exc).__name__)
+        return ErrorCode.INTERNAL_ERROR, "a dependency is unavailable, retry later", 503
+    logger.exception("unhandled error path=%s", path, exc_info=exc)
+    return ErrorCode.INTERNAL_ERROR, "internal error", 500
 
 
 def wants_envelope() -> bool:
@@ -141,26 +167,13 @@ def register_error_handlers(app: Flask) -> None:
     def handle_http_exception(exc: HTTPException):
         if not wants_envelope():
             return exc
-        status = exc.code or 500
-        if status >= 500:
-            return fail(ErrorCode.INTERNAL_ERROR, "internal error", status)
-        error = _HTTP_TO_ERROR.get(status, ErrorCode.PARAM_INVALID)
-        # 404/405/413 keep their HTTP status so clients can tell "no such route" from bad input.
-        return fail(error, exc.description or exc.name, status)
+        error, message, status = refusal(exc, request.path, app.logger)
+        return fail(error, message, status)
 
     @app.errorhandler(Exception)
     def handle_unexpected(exc: Exception):
-        down = isinstance(exc, DEPENDENCY_ERRORS)
-        if down:
-            app.logger.warning("dependency unavailable path=%s error=%s", request.path,
-                               type(exc).__name__)
-        else:
-            app.logger.exception("unhandled error path=%s", request.path)
-        status = 503 if down else 500
+        error, message, status = refusal(exc, request.path, app.logger)
         if not wants_envelope():
-            return Response("Service Unavailable" if down else "Internal Server Error",
+            return Response("Service Unavailable" if status == 503 else "Internal Server Error",
                             status=status, mimetype="text/plain")
-        return fail(ErrorCode.INTERNAL_ERROR,
-                    "a dependency is unavailable, retry later" if down else "internal error",
-                    status)
-
+        return fail(error, message, status)

@@ -23,8 +23,8 @@ CONTENT_SECURITY_POLICY = "; ".join([
     "form-action 'self'",
     "frame-ancestors 'none'",
 ])
-# On every response. The context fast path (`app.platform.fast_context`), which answers outside
-# Flask, sends these two and PRIVATE from here, so the two paths cannot drift apart.
+# On every response. The hot paths' endpoints (`app.platform.hot_path`), which answer outside
+# Flask, send these two and PRIVATE from here.
 EVERY_RESPONSE: tuple[tuple[str, str], ...] = (
     ("X-Content-Type-Options", "nosniff"),
     ("Referrer-Policy", "same-origin"),

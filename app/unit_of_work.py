@@ -18,16 +18,16 @@ from __future__ import annotations
 
 from types import TracebackType
 
+from app.database import Statement, in_session
 from app.extensions import db
 from app.memory import context, journal
 from app.memory.events import Event
-from app.rawdb import Step, in_session
 
 
 class UnitOfWork:
     def __init__(self) -> None:
         self.events: list[Event] = []
-        self.rows: list[Step] = []
+        self.rows: list[Statement] = []
         self._committed = False
 
     def __enter__(self) -> UnitOfWork:
@@ -41,7 +41,7 @@ class UnitOfWork:
     def record(self, event: Event) -> None:
         self.events.append(event)
 
-    def insert(self, row: Step) -> None:
+    def insert(self, row: Statement) -> None:
         """A row the commit inserts with the journal, in the same round trip (a job's outcome)."""
         self.rows.append(row)
 

@@ -3,12 +3,15 @@
 The app context gives the job its config and a database session of its own; popping it removes
 that session (Flask-SQLAlchemy's teardown), so each job starts clean. A job whose work horse is
 killed cannot write its outcome: the worker process, which survives, writes it instead; a job
-whose whole worker died gets it from RQ's failure callback when another worker finds it.
+whose whole worker died gets it from RQ's failure callback when another worker finds it. Redis
+going away does not end the worker: it waits, with a growing pause, and works on when Redis
+answers again.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -25,9 +28,12 @@ from app import metrics
 from app.cli import log_to_stderr
 from app.extensions import db
 from app.extraction import llm, outcomes, runner
-from app.extraction.queue import QUEUE_NAME, JobResult, Payload
+from app.extraction.queue import QUEUE_NAME, JobResult, Payload, memory_queue
 
 log = logging.getLogger(__name__)
+
+# The pause before the worker tries Redis again, doubling up to the longest.
+REDIS_WAIT_S = (1.0, 30.0)
 
 
 def run_current(run: Callable[[Payload, int, str], JobResult], payload: Payload) -> Retry | None:
@@ -43,10 +49,13 @@ def run_current(run: Callable[[Payload, int, str], JobResult], payload: Payload)
 
 
 def _record_lost(job: Any, reason: str) -> None:
-    """A failed outcome for a job that could not write one itself (needs the app context)."""
+    """A failed outcome for a job that could not write one itself, and its session's lock freed
+    if it died holding it (needs the app context)."""
     kind, payload = job.meta.get("kind"), job.args[0] if job.args else None
     if kind is None or not isinstance(payload, dict):
         return
+    if payload.get("session_id") is not None:
+        memory_queue().release_dead_holder(payload["session_id"], job.id)
     ran_for_s = (now() - job.started_at).total_seconds() if job.started_at else 0.0
     outcomes.record_lost(kind, job.id, payload, attempts=(job.number_of_retries or 0) + 1,
                          reason=reason, ran_for_s=ran_for_s)
@@ -109,10 +118,20 @@ def run_worker(app: Flask, *, burst: bool, fork: bool = True) -> bool:
         log.warning("event=worker.warm_up_failed error=%s", type(exc).__name__)
     connection = redis.Redis.from_url(app.config["REDIS_URL"])
     worker_class = AppWorker if fork else AppSimpleWorker
-    worker = worker_class([Queue(QUEUE_NAME, connection=connection)], connection=connection,
-                          app=app)
+    wait, longest = REDIS_WAIT_S
     try:
-        return worker.work(burst=burst, with_scheduler=True)
+        while True:
+            try:
+                worker = worker_class([Queue(QUEUE_NAME, connection=connection)],
+                                      connection=connection, app=app)
+                return worker.work(burst=burst, with_scheduler=True)
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                # RQ waits out a Redis that drops while it waits for jobs, not one that is
+                # gone when it registers or reports: a fresh worker once Redis answers again.
+                log.warning("event=worker.redis_unavailable error=%s retry_in_s=%.0f",
+                            type(exc).__name__, wait)
+                time.sleep(wait)
+                wait = min(wait * 2, longest)
     finally:
         connection.close()
 

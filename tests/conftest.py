@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from app.auth import service as accounts
 from app.auth.models import User
 from app.db_types import utcnow
 from app.extensions import db
+from tests.redis_server import RedisServer
 
 TEST_DATABASE_URL = os.environ.get(
     "TEST_DATABASE_URL", "mysql+pymysql://root@127.0.0.1:3306/memory_test?charset=utf8mb4"
@@ -101,8 +103,8 @@ def _flush_redis(url: str) -> None:
 
 
 def dispose_pools(app: Flask) -> None:
-    """Close the raw pools the app keeps beside its ORM engine."""
-    app.extensions["rawdb"].dispose()
+    """Close the hot paths' engines the app keeps beside its ORM engine."""
+    app.extensions["hot_engines"].dispose()
 
 
 def build_app(config: dict[str, Any]) -> Flask:
@@ -114,9 +116,58 @@ def build_app(config: dict[str, Any]) -> Flask:
     return app
 
 
+def open_transactions(url: str = TEST_DATABASE_URL) -> list[dict[str, Any]]:
+    """Transactions open on the server from connections to the test database, but this one's:
+    what a request, a job or a failure must never leave behind."""
+    if not url.startswith("mysql"):
+        return []
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            return [dict(row) for row in conn.execute(sa.text(
+                "SELECT t.trx_mysql_thread_id AS thread, t.trx_state AS state, "
+                "t.trx_rows_locked AS rows_locked, p.command AS command, "
+                "t.trx_query AS query FROM information_schema.innodb_trx t "
+                "JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id "
+                "WHERE p.db = DATABASE() AND p.id <> CONNECTION_ID()")).mappings()]
+    finally:
+        engine.dispose()
+
+
+def session_locks(url: str = TEST_REDIS_URL) -> list[bytes]:
+    """Session-lock keys left in the test Redis."""
+    import redis
+
+    from app.extraction.queue import SESSION_LOCK_PREFIX
+
+    client = redis.Redis.from_url(url)
+    try:
+        return list(client.scan_iter(f"{SESSION_LOCK_PREFIX}*"))
+    finally:
+        client.close()
+
+
+def assert_nothing_left_behind(apps: list[Flask]) -> None:
+    """The liveness invariants, after a test and before its apps' pools are closed (closing
+    them would end what was left open): no connection checked out of any pool of theirs, no
+    transaction open on the server, no session lock in Redis."""
+    checked_out = {}
+    for app in apps:
+        with app.app_context():
+            db.session.remove()
+            pools = [("orm", db.engine.pool)] + [
+                (f"hot {n}", pool) for n, pool in enumerate(app.extensions["hot_engines"].pools())]
+        checked_out.update({f"{id(app)} {name}": pool.checkedout() for name, pool in pools
+                            if pool.checkedout()})
+    assert not checked_out, f"connections still checked out: {checked_out}"
+    assert open_transactions() == [], "a transaction was left open"
+    assert session_locks() == [], "a session lock was left in Redis"
+
+
 @pytest.fixture
 def make_app(migrated_database: str) -> Iterator[Any]:
-    """Build an app with config overrides; every app made is cleaned up after the test."""
+    """Build an app with config overrides; every app made is cleaned up after the test, once
+    the test is checked to have left nothing behind."""
     apps: list[Flask] = []
 
     def factory(**overrides: Any) -> Flask:
@@ -125,11 +176,14 @@ def make_app(migrated_database: str) -> Iterator[Any]:
         return app
 
     yield factory
-    for app in apps:
-        with app.app_context():
-            db.session.remove()
-            db.engine.dispose()
-        dispose_pools(app)
+    try:
+        assert_nothing_left_behind(apps)
+    finally:
+        for app in apps:
+            with app.app_context():
+                db.session.remove()
+                db.engine.dispose()
+            dispose_pools(app)
 
 
 @pytest.fixture
@@ -462,3 +516,14 @@ def run_jobs(app: Flask):
     from tests.completions import run_jobs
 
     return functools.partial(run_jobs, app)
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server of this test's own: stopping or pausing it touches no other test."""
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -37,7 +37,7 @@ class Caller:
 
 def bearer_token(header: str) -> str | None:
     """The token of an `Authorization: Bearer <token>` header value, else None. Also read by the
-    context fast path (`app.platform.fast_context`), which has no request object."""
+    context read's endpoint (`app.platform.api.ContextRead`), which has no request object."""
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None

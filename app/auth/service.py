@@ -12,6 +12,7 @@ from werkzeug.security import check_password_hash, generate_password_hash
 
 from app.auth import sessions
 from app.auth.models import ApiToken, Permission, User
+from app.database import retry_conflicts
 from app.db_types import upsert, utcnow
 from app.extensions import db
 from app.unit_of_work import UnitOfWork
@@ -42,6 +43,7 @@ def authenticate_password(username: str, password: str) -> User | None:
     return user if check_password_hash(user.password_hash, password) else None
 
 
+@retry_conflicts
 def user_for_token(token: str) -> User | None:
     """The owner of a personal token that was not revoked, has not expired and whose account is
     not disabled; its last use is noted (to the minute)."""
@@ -58,6 +60,7 @@ def user_for_token(token: str) -> User | None:
     return db.session.get(User, row.user_id)
 
 
+@retry_conflicts
 def issue_token(user: User, days: int | None = None) -> str:
     """A new personal token, valid for `days` (None: until revoked); only its hash and its
     first characters are kept, so this is the one time it is seen."""
@@ -74,6 +77,7 @@ def tokens(username: str) -> list[ApiToken]:
     return ApiToken.of_user(_named(username).id)
 
 
+@retry_conflicts
 def revoke_token(username: str, token_id: int) -> None:
     """Delete one of the user's tokens: the next call with it is 401."""
     user = _named(username)
@@ -85,6 +89,7 @@ def revoke_token(username: str, token_id: int) -> None:
         uow.commit()
 
 
+@retry_conflicts
 def set_password(username: str, password: str) -> int:
     """A new password; every login of the user ends. Returns how many ended."""
     user = _named(username)
@@ -95,6 +100,7 @@ def set_password(username: str, password: str) -> int:
     return ended
 
 
+@retry_conflicts
 def set_disabled(username: str, disabled: bool) -> int:
     """Disable (every login ends, tokens stop working) or enable an account. Returns how many
     logins ended."""
@@ -113,6 +119,7 @@ def _named(username: str) -> User:
     return user
 
 
+@retry_conflicts
 def ensure_user(user_id: int) -> User:
     """The user with this platform id, created on the spot when first seen."""
     user = db.session.get(User, user_id)
@@ -126,6 +133,7 @@ def ensure_user(user_id: int) -> User:
     return db.session.get(User, user_id)
 
 
+@retry_conflicts
 def create_user(username: str, *, user_id: int | None = None, password: str | None = None,
                 admin: bool = False) -> User:
     """A named account. With `user_id` of a user first seen through the platform, names it."""
@@ -149,6 +157,7 @@ def create_user(username: str, *, user_id: int | None = None, password: str | No
     return user
 
 
+@retry_conflicts
 def grant(username: str, code: str) -> User:
     user = _named(username)
     permission = Permission.by_code(code)

@@ -23,6 +23,7 @@ from flask_login import current_user, login_user, logout_user
 from flask_wtf.csrf import CSRFError, generate_csrf
 
 from app.auth.models import LoginSession, User
+from app.database import retry_conflicts
 from app.db_types import utcnow
 from app.extensions import csrf, db, login_manager
 from app.unit_of_work import UnitOfWork
@@ -78,6 +79,7 @@ def load(session_id: str) -> User | None:
     return user
 
 
+@retry_conflicts
 def start(user: User) -> None:
     """Log `user` in: a new login session, in a fresh cookie session, so a CSRF token (or
     anything else) planted before the login is useless after it."""
@@ -96,6 +98,7 @@ def start(user: User) -> None:
     login_user(user)
 
 
+@retry_conflicts
 def end() -> None:
     """Log out: the login session ends server-side, the cookie session is emptied."""
     user = logged_in_user()

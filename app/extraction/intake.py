@@ -4,20 +4,24 @@ In one transaction — the web request's boundary — the user when first seen, 
 D9), the event row (its unique id makes repeats exact, even concurrent ones) and the session
 upsert (feeds the projects picker); the job is enqueued before the commit, so when Redis is down
 the request fails and the rollback leaves nothing recorded half-way. The LLM is never called
-here. This is the hot path of every finished task, so it runs prebuilt statements on the raw
-write pool (`app.rawdb`).
+here. This is the hot path of every finished task, so it runs prebuilt statements in one batch
+on the webhook's own engine (`app.database`), in a transaction SQLAlchemy opens and ends.
+
+A delivery that lost a conflict to a concurrent one (two copies of the same event at once can
+deadlock on the event's unique key) is run again: the copy that lost then finds the event and
+answers `duplicate_event`, as a replay does.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
 from app.auth.models import INSERT_PLATFORM_USER
+from app.database import batch, hot_engines, retry_conflicts
 from app.db_types import dialect_family, utcnow
 from app.extraction.models import (
     DUPLICATE_EVENT,
@@ -29,7 +33,6 @@ from app.extraction.models import (
     SESSION_TYPE_EXCLUDED,
 )
 from app.extraction.queue import job_kinds, memory_queue
-from app.rawdb import raw_database
 from app.sessions.models import UPSERT_SESSION
 
 COMPLETED = "COMPLETED"  # D2: FAILED / CANCELLED tasks teach nothing
@@ -72,40 +75,47 @@ def _decide(event: TaskCompleted) -> str:
     return ENQUEUED
 
 
-def _timestamp(value: datetime) -> str:
-    """DATETIME(6) text both MySQL and SQLite store as is (SQLAlchemy's SQLite format)."""
-    return value.isoformat(sep=" ", timespec="microseconds")
-
-
+@retry_conflicts
 def receive(event: TaskCompleted) -> str:
     """Record and decide; returns the reason (SPEC §5), `enqueued` when the job was.
 
     Three round trips: the writes and the decision they made in one batch, the job to Redis
     (only when enqueued), the commit — one fewer than the floor's (`bench.run webhook`). A
     user first seen costs one more, off the hot path: nobody could switch their capture on yet.
+    Any failure inside the block rolls the transaction back, a known event included.
     """
-    now = _timestamp(utcnow())
-    with raw_database().writes.connection() as conn:
-        record = {"event_id": event.event_id, "session_id": event.session_id,
-                  "user_id": event.user_id, "phase": event.phase, "decided": _decide(event),
-                  "received_at": now}
-        session = (UPSERT_SESSION[dialect_family(conn.dialect.name)], {
-            "id": event.session_id, "user_id": event.user_id, "project_key": event.project_key,
-            "workspace": event.workspace, "session_type": event.session_type,
-            "channel": event.channel, "last_seen_at": now})
-        try:
+    now = utcnow()
+    record = {"event_id": event.event_id, "session_id": event.session_id,
+              "user_id": event.user_id, "phase": event.phase, "decided": _decide(event),
+              "received_at": now}
+    try:
+        with hot_engines().writes.begin() as conn:
+            session = (UPSERT_SESSION[dialect_family(conn.dialect.name)], {
+                "id": event.session_id, "user_id": event.user_id,
+                "project_key": event.project_key, "workspace": event.workspace,
+                "session_type": event.session_type, "channel": event.channel,
+                "last_seen_at": now})
             if conn.dialect.insert_returning:
-                decision, _ = conn.batch((RECORD_EVENT, record), session)
+                decision, _ = batch(conn, (RECORD_EVENT, record), session)
             else:
-                _, _, decision = conn.batch((INSERT_EVENT, record), session,
-                                            (EVENT_DECISION, {"event_id": event.event_id}))
-        except IntegrityError:
-            # The event is known (a concurrent first delivery waited for here, then committed).
-            return DUPLICATE_EVENT
-        reason, known_user = decision[0]
-        if known_user is None:
-            conn.execute(INSERT_PLATFORM_USER, id=event.user_id, created_at=now)
-        if reason == ENQUEUED:
-            memory_queue().enqueue(job_kinds().extraction, event.job_payload(), event.job_id)
-        conn.commit()
+                _, _, decision = batch(conn, (INSERT_EVENT, record), session,
+                                       (EVENT_DECISION, {"event_id": event.event_id}))
+            reason, known_user = decision[0]
+            if known_user is None:
+                conn.execute(INSERT_PLATFORM_USER, {"id": event.user_id, "created_at": now})
+            if reason == ENQUEUED:
+                memory_queue().enqueue(job_kinds().extraction, event.job_payload(),
+                                       event.job_id)
+    except IntegrityError as exc:
+        if not _event_known(exc):
+            raise
+        # The event is known (a replay, or a concurrent first delivery waited for here, then
+        # committed); the block rolled back.
+        return DUPLICATE_EVENT
     return reason
+
+
+def _event_known(exc: IntegrityError) -> bool:
+    """The failed insert was the event's own (its unique id), not another row's."""
+    text = str(exc.orig)
+    return "uk_webhook_event_id" in text or "webhook_event.event_id" in text

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import IntegrityError
 
 from app import metrics
+from app.database import retry_conflicts
 from app.db_types import utcnow
 from app.extraction.llm import ChatModel, why_unusable
 from app.extraction.models import OUTCOME_ROW
@@ -101,6 +102,16 @@ class Outcome:
     def finish(self, status: OutcomeStatus, reason: str) -> None:
         self.status, self.reason = status, reason
 
+    def snapshot(self) -> Outcome:
+        """What the outcome says now, to go back to (`rewind`) when the work after this point
+        is rolled back and done again."""
+        return replace(self, written_groups=set(self.written_groups))
+
+    def rewind(self, snapshot: Outcome) -> None:
+        for name in (f.name for f in fields(self)):
+            setattr(self, name, getattr(snapshot, name))
+        self.written_groups = set(snapshot.written_groups)
+
     @property
     def persisted(self) -> bool:
         """New information reached the memories (rows inserted or rewritten), which is what
@@ -174,6 +185,7 @@ def runnable_model(outcome: Outcome, model: ChatModel | None) -> ChatModel | Non
     return model
 
 
+@retry_conflicts
 def record(outcome: Outcome) -> None:
     """Commit the outcome in a transaction of its own."""
     with UnitOfWork() as uow:

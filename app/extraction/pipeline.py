@@ -3,7 +3,7 @@ model, hand what it answered to the domain.
 
 1. `read_inputs`: the toggle re-checked (D9), the two texts (D8), the short-circuit (D11, no LLM
    call), the model (D10) and whether it can run, the comparison and negative sets (D13), the
-   D15 cooldown — all read in one round trip of the raw read pool, outside any transaction.
+   D15 cooldown — all read in one round trip of the read engine, outside any transaction.
 2. `ask_model`: one chat completion and its parsing — the runner calls it with no transaction
    open; a timeout or an invalid answer abandons the run (seed §5.6 step 4).
 3. `hand_over`: the checked candidates, placed in their groups (a project fact of a session
@@ -22,6 +22,7 @@ from typing import Any
 from flask import current_app
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.database import batch, hot_engines
 from app.extraction import llm, parser, prompt, trigger
 from app.extraction.outcomes import Outcome, OutcomeStatus, runnable_model
 from app.extraction.parser import Candidate, FactType
@@ -31,7 +32,6 @@ from app.memory.memories import Fact, UserMemories
 from app.memory.repository import Known
 from app.memory.rules import USER_GROUP, Group
 from app.memory.service import bot_project_keys
-from app.rawdb import raw_database
 from app.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -81,24 +81,39 @@ def _clip(text: str) -> str:
     return text.strip()[:rules.EXTRACT_INPUT_MAX]
 
 
-def _read(job: ExtractionJob, groups: list[Group]) -> tuple[list[list[tuple]], bool]:
-    """Everything the job decides on, in one round trip of the raw read pool: the D9 switch, the
-    D10 model, the D15 cooldown, then the D13 sets of `groups` — and whether the sets are
-    missing (degraded)."""
+@dataclass(frozen=True)
+class JobReads:
+    """The rows of the job's one batch of reads, each named (`_read`)."""
+
+    switch: list[tuple]  # repository.AUTO_CAPTURE: D9
+    model: list[tuple]  # llm.MODEL_STEP: D10
+    cooldown: list[tuple]  # trigger.cooldown_step: D15
+    sets: list[list[tuple]]  # repository.known_set_steps, per group and set: D13
+    degraded: bool  # the sets could not be read (empty)
+
+
+def _read(job: ExtractionJob, groups: list[Group]) -> JobReads:
+    """Everything the job decides on, in one round trip of the read engine: the D9 switch, the
+    D10 model, the D15 cooldown, then the D13 sets of `groups` — or, when the sets cannot be
+    read, the rest without them (degraded)."""
     decisions = [(repository.AUTO_CAPTURE, {"user_id": job.user_id}), llm.MODEL_STEP,
                  trigger.cooldown_step(job.user_id)]
-    reads = raw_database().reads
+    reads = hot_engines().reads
     try:
-        with reads.connection() as conn:
-            return conn.batch(*decisions, *repository.known_set_steps(job.user_id, groups)), False
+        with reads.connect() as conn:
+            switch, model, cooldown, *sets = batch(
+                conn, *decisions, *repository.known_set_steps(job.user_id, groups))
+            return JobReads(switch, model, cooldown, sets, degraded=False)
     except SQLAlchemyError as exc:
         # Seed §10.1/§10.6: a failed read of the sets degrades, it does not block. With an empty
         # comparison set every touch/update is unreferenceable and the exact-hash pre-check is
         # the dedup. (When the decisions cannot be read either, the job fails as before.)
         log.warning("event=extraction.comparison_set_failed user=%s error=%s", job.user_id,
                     type(exc).__name__)
-    with reads.connection() as conn:
-        return conn.batch(*decisions) + [[] for _ in range(2 * len(groups))], True
+    with reads.connect() as conn:
+        switch, model, cooldown = batch(conn, *decisions)
+        return JobReads(switch, model, cooldown, [[] for _ in range(2 * len(groups))],
+                        degraded=True)
 
 
 def read_inputs(job: ExtractionJob, outcome: Outcome) -> Inputs | None:
@@ -106,8 +121,8 @@ def read_inputs(job: ExtractionJob, outcome: Outcome) -> Inputs | None:
     project_key = rules.valid_project_key(job.project_key, bot_project_keys())
     project_group = None if project_key is None else Group(project_key)
     groups = [USER_GROUP] if project_group is None else [USER_GROUP, project_group]
-    (switch, model_rows, cooldown_rows, *sets), degraded = _read(job, groups)
-    if not repository.capturing(switch):
+    reads = _read(job, groups)
+    if not repository.capturing(reads.switch):
         outcome.finish(OutcomeStatus.SKIPPED, "auto_capture_disabled")  # re-checked (D9)
         return None
     user_text, assistant_text = job.user_message or "", job.assistant_message or ""
@@ -117,15 +132,15 @@ def read_inputs(job: ExtractionJob, outcome: Outcome) -> Inputs | None:
     if rules.length(rules.normalize(user_text)) < rules.EXTRACT_MIN_USER_MESSAGE:
         outcome.finish(OutcomeStatus.SKIPPED, "user_message_too_short")  # D11: no LLM call
         return None
-    model = runnable_model(outcome, llm.model_from(model_rows))
+    model = runnable_model(outcome, llm.model_from(reads.model))
     if model is None:
         return None
-    comparison, dismissed = repository.known_sets(groups, sets)
+    comparison, dismissed = repository.known_sets(groups, reads.sets)
     messages = prompt.build_messages(project_key=project_key, comparison=comparison,
                                      dismissed=dismissed, user_message=_clip(user_text),
                                      assistant_message=_clip(assistant_text))
-    return Inputs(model, project_group, comparison, dismissed, messages, degraded,
-                  trigger.cooling_down(job.user_id, cooldown_rows))
+    return Inputs(model, project_group, comparison, dismissed, messages, reads.degraded,
+                  trigger.cooling_down(job.user_id, reads.cooldown))
 
 
 def ask_model(inputs: Inputs, outcome: Outcome) -> parser.Parsed | None:

@@ -35,6 +35,13 @@ RESULT_TTL_S = 24 * 3600
 FAILURE_TTL_S = 7 * 24 * 3600
 
 Payload = dict[str, Any]
+# Deletes a session lock only while the given job holds it (KEYS[1] the lock, ARGV[1] the job).
+_RELEASE_HELD_BY = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
 # Payload fields RQ's description of a job shows (its log line): ids, never text.
 _DESCRIBED = (("user", "user_id"), ("session", "session_id"), ("group", "scope"))
 
@@ -114,6 +121,7 @@ class RedisJobQueue:
         self.redis = redis.Redis.from_url(self.url, socket_connect_timeout=2, socket_timeout=5)
         # Kept: a Queue asks the server its version once, and every webhook enqueues.
         self._queue = rq.Queue(QUEUE_NAME, connection=self.redis)
+        self._release_held_by = self.redis.register_script(_RELEASE_HELD_BY)
 
     def rq_queue(self) -> rq.Queue:
         return self._queue
@@ -139,11 +147,13 @@ class RedisJobQueue:
         pipe.execute()
 
     @contextmanager
-    def session_lock(self, session_id: int) -> Iterator[None]:
+    def session_lock(self, session_id: int, holder: str) -> Iterator[None]:
+        """The session's lock, held by the job `holder` (its id is the lock's token, so the
+        worker that saw the job die can free it: `release_dead_holder`)."""
         lock = self.redis.lock(f"{SESSION_LOCK_PREFIX}{session_id}",
                                timeout=self.timing.lock_timeout_s,
                                blocking_timeout=self.timing.lock_wait_s)
-        if not lock.acquire():
+        if not lock.acquire(token=holder):
             raise SessionBusy(f"session {session_id} is locked by another job")
         try:
             yield
@@ -152,6 +162,12 @@ class RedisJobQueue:
                 lock.release()
             except LockError:
                 log.warning("event=session_lock.expired session=%s", session_id)
+
+    def release_dead_holder(self, session_id: int, holder: str) -> bool:
+        """Free the session's lock if the job `holder`, which died, still holds it (a killed
+        work horse cannot): the session's next job need not wait out the lock's timeout."""
+        return bool(self._release_held_by(keys=[f"{SESSION_LOCK_PREFIX}{session_id}"],
+                                          args=[holder]))
 
 
 class InProcessJobQueue:
@@ -176,8 +192,11 @@ class InProcessJobQueue:
         self._submit(kind, payload, job_id, 1)
 
     @contextmanager
-    def session_lock(self, session_id: int) -> Iterator[None]:
+    def session_lock(self, session_id: int, holder: str) -> Iterator[None]:
         yield
+
+    def release_dead_holder(self, session_id: int, holder: str) -> bool:
+        return False
 
     def wait_idle(self, timeout_s: float) -> bool:
         """Wait until every job (retries included) has finished; False on timeout."""

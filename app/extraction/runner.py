@@ -7,14 +7,18 @@ applies the answer and records the outcome in a second one, so the job changes e
 decided or nothing. Once that committed something new, it may start a D15 consolidation
 (`trigger`), which works on one group and commits its changes with its outcome the same way. Any
 failure rolls the changes back and records a failed outcome on its own. Transient trouble (LLM
-connection, 429, 5xx; the session lock held too long) asks the queue for another attempt after a
-backoff delay, without an outcome until the last attempt.
+connection, 429, 5xx; the session lock held too long; a conflict with another transaction that
+outlived its retries) asks the queue for another attempt after a backoff delay, without an
+outcome until the last attempt. Redis blinking under a job (the session lock, the context cache's
+mark) is waited out within the attempt, for up to REDIS_PATIENCE_S — the queue itself needs
+Redis to carry a retry — and is then a transient failure like the others.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -23,6 +27,7 @@ from flask import current_app
 from redis.exceptions import RedisError
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
+from app.database import is_conflict
 from app.extraction import consolidation, llm, parser, pipeline, trigger
 from app.extraction.llm import LlmError, LlmTransientError
 from app.extraction.models import JobOutcome
@@ -35,6 +40,8 @@ from app.memory.rules import USER_GROUP, Group
 from app.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
+
+REDIS_PATIENCE_S = 30.0
 
 
 class AlreadyDone(Exception):
@@ -56,27 +63,54 @@ def _fail(outcome: Outcome, reason: str) -> None:
         log.exception("event=job.outcome_lost kind=%s job=%s", outcome.kind, outcome.job_id)
 
 
+def _transient_reason(exc: BaseException) -> str | None:
+    """Why `exc` is worth another attempt later, or None."""
+    if isinstance(exc, (LlmTransientError, SessionBusy)):
+        return exc.reason
+    if isinstance(exc, RedisError):
+        return "redis_unavailable"
+    if is_conflict(exc):
+        return "database_conflict"
+    return None
+
+
+def _patient(outcome: Outcome, work: Callable[[], None]) -> None:
+    """`work`, run again while Redis is unreachable, for up to REDIS_PATIENCE_S: each run
+    rolled back whatever it had begun, and nothing is held while it waits."""
+    deadline = time.monotonic() + REDIS_PATIENCE_S
+    wait = 0.25
+    while True:
+        try:
+            work()
+            return
+        except RedisError as exc:
+            if time.monotonic() + wait > deadline:
+                raise
+            log.warning("event=job.redis_wait kind=%s job=%s error=%s wait_s=%.2f",
+                        outcome.kind, outcome.job_id, type(exc).__name__, wait)
+            time.sleep(wait)
+            wait = min(wait * 2, 4.0)
+
+
 def _attempt(outcome: Outcome, attempt: int, work: Callable[[], None]) -> JobResult:
     """Run one attempt's `work` (which commits its changes with the outcome, or rolls back) and
     turn its failures into a retry or a failed outcome."""
     try:
-        work()
-    except (LlmTransientError, SessionBusy) as exc:
-        delay = retry_delay(attempt)
-        if delay is not None:
-            log.warning("event=job.retry kind=%s job=%s user=%s session=%s attempt=%d "
-                        "reason=%s retry_in_s=%d", outcome.kind, outcome.job_id,
-                        outcome.user_id, outcome.session_id, attempt, exc.reason, delay)
-            return JobResult(retry_in=delay)
-        _fail(outcome, exc.reason)
-        raise
-    except LlmError as exc:
-        _fail(outcome, exc.reason)
-        raise
+        _patient(outcome, work)
     except AlreadyDone:
         raise
-    except Exception:
-        _fail(outcome, "internal_error")
+    except Exception as exc:
+        reason = _transient_reason(exc)
+        if reason is not None:
+            delay = retry_delay(attempt)
+            if delay is not None:
+                log.warning("event=job.retry kind=%s job=%s user=%s session=%s attempt=%d "
+                            "reason=%s retry_in_s=%d", outcome.kind, outcome.job_id,
+                            outcome.user_id, outcome.session_id, attempt, reason, delay)
+                return JobResult(retry_in=delay)
+        elif isinstance(exc, LlmError):
+            reason = exc.reason
+        _fail(outcome, reason or "internal_error")
         raise
     outcome.log()
     return JobResult()
@@ -89,14 +123,21 @@ def run_extraction(payload: dict[str, Any], attempt: int, job_id: str) -> JobRes
                       attempts=attempt, event_id=job.event_id, session_id=job.session_id)
 
     consolidation_due = False
+    # Once the model has answered: its answer and the outcome as it was then. Work done again
+    # after Redis blinked (`_patient`) applies the same answer instead of asking anew.
+    answered: tuple[pipeline.Inputs | None, parser.Parsed | None, Outcome] | None = None
 
     def work() -> None:
-        nonlocal consolidation_due
-        with memory_queue().session_lock(job.session_id):
-            # Read outside any transaction (one round trip): nothing stays open while the model
-            # thinks.
-            inputs = pipeline.read_inputs(job, outcome)
-            parsed = pipeline.ask_model(inputs, outcome) if inputs is not None else None
+        nonlocal consolidation_due, answered
+        with memory_queue().session_lock(job.session_id, job_id):
+            if answered is None:
+                # Read outside any transaction (one round trip): nothing stays open while the
+                # model thinks.
+                inputs = pipeline.read_inputs(job, outcome)
+                parsed = pipeline.ask_model(inputs, outcome) if inputs is not None else None
+                answered = inputs, parsed, outcome.snapshot()
+            inputs, parsed, asked = answered
+            outcome.rewind(asked)
             with UnitOfWork() as uow:
                 if parsed is not None:
                     pipeline.hand_over(uow, job, inputs, parsed, outcome)
@@ -150,10 +191,17 @@ def run_consolidation(payload: dict[str, Any], attempt: int, job_id: str) -> Job
                       attempts=attempt, scope=job.group.scope.value,
                       project_key=job.group.project_key)
 
+    answered: tuple[Any, Any, Outcome] | None = None  # as for an extraction
+
     def work() -> None:
-        with UnitOfWork():
-            inputs = consolidation.read_inputs(job, outcome)
-        plan = consolidation.ask_model(inputs, outcome) if inputs is not None else None
+        nonlocal answered
+        if answered is None:
+            with UnitOfWork():
+                inputs = consolidation.read_inputs(job, outcome)
+            plan = consolidation.ask_model(inputs, outcome) if inputs is not None else None
+            answered = inputs, plan, outcome.snapshot()
+        inputs, plan, asked = answered
+        outcome.rewind(asked)
         with UnitOfWork() as uow:
             if plan is not None:
                 try:

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import aliased
 
 from app.auth.models import User
+from app.database import retry_conflicts
 from app.db_types import iso, utcnow
 from app.extensions import db
 from app.memory.models import MemoryAccess
@@ -28,6 +29,7 @@ class Read(StrEnum):
     HISTORY = "HISTORY"  # one memory's history
 
 
+@retry_conflicts
 def record(viewer_id: int, subject_user_id: int, what: Read,
            memory_id: int | None = None) -> None:
     """One audit read, committed on its own: it stays even when the read then fails."""

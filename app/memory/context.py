@@ -12,6 +12,8 @@ from typing import Any
 
 import redis
 from flask import Flask, current_app
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from app.memory import repository, rules
 from app.memory.context_cache import ContextCache, LocalContextCache, RedisContextCache
@@ -20,12 +22,18 @@ from app.memory.rules import Scope
 EXTENSION = "context_cache"
 
 
+def cache_client(url: str, **options: Any) -> redis.Redis:
+    """The cache's Redis client. Short timeouts and one immediate retry (a connection Redis
+    dropped on a restart): a reader that cannot reach Redis goes to the database instead of
+    waiting."""
+    return redis.Redis.from_url(url, **{"socket_connect_timeout": 1, "socket_timeout": 2,
+                                         "retry": Retry(NoBackoff(), 1), **options})
+
+
 def init_app(app: Flask) -> None:
     url = app.config.get("REDIS_URL")
-    # Short timeouts: a reader that cannot reach Redis goes to the database instead of waiting.
-    app.extensions[EXTENSION] = (
-        RedisContextCache(redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2))
-        if url else LocalContextCache())
+    app.extensions[EXTENSION] = (RedisContextCache(cache_client(url)) if url
+                                 else LocalContextCache())
 
 
 def cache() -> ContextCache:

@@ -19,28 +19,21 @@ Redis unreachable: reads go to the database (and skip Redis for a few seconds in
 waiting on it each time); a change fails before it commits (503), so no block can outlive a
 change unseen. Entries expire after TTL_S whatever happens (memory stays bounded).
 
-A lookup and a store are one exchange each on a connection of the cache's own (`_Connections`),
-not a redis-py command: the command machinery (pool checks, retries, observability hooks) cost
-more CPU than the exchange itself, on the read every new agent session makes.
+Everything goes through redis-py's public API: commands on the client's pool, the two scripts
+registered once (`register_script`: EVALSHA, and EVAL again if Redis lost its script cache).
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TypeVar
 
 import redis
-from redis.connection import AbstractConnection
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-
-T = TypeVar("T")
 
 TTL_S = 600
 WRITER_DEADLINE_MS = 60_000
@@ -96,78 +89,28 @@ return writers
 """
 
 
-class _Connections:
-    """Idle connections to the client's Redis (same URL, database and timeouts), taken by one
-    exchange at a time and given back only after it completed: every exchange reads the reply
-    it asked for, or asked for none (`CLIENT REPLY SKIP`), so a connection given back has
-    nothing left to read — which is what redis-py's pool checks with a syscall per command. A
-    connection whose exchange raised anything is closed, never reused. After a fork the
-    parent's connections are left alone and new ones are made."""
-
-    def __init__(self, pool: redis.ConnectionPool) -> None:
-        self._make = lambda: pool.connection_class(**pool.connection_kwargs)
-        self._lock = threading.Lock()
-        self._idle: list[AbstractConnection] = []
-        self._pid = os.getpid()
-
-    def exchange(self, send_and_read: Callable[[AbstractConnection], T]) -> T:
-        """`send_and_read` on an idle connection (a new one when none is idle). An idle one
-        the server dropped meanwhile (a Redis restart) fails on first use: then once more on a
-        new connection, as redis-py's retry would have."""
-        if self._pid != os.getpid():
-            self._idle, self._pid = [], os.getpid()
-        with self._lock:
-            connection = self._idle.pop() if self._idle else None
-        reused = connection is not None
-        while True:
-            if connection is None:
-                connection = self._make()
-            try:
-                result = send_and_read(connection)
-            except RedisConnectionError:
-                connection.disconnect()
-                if not reused:
-                    raise
-                connection, reused = None, False
-                continue
-            except BaseException:
-                connection.disconnect()
-                raise
-            with self._lock:
-                self._idle.append(connection)
-            return result
-
-
-def _send(connection: AbstractConnection, *commands: tuple) -> None:
-    """The commands in one write (redis-py splits a long one into several)."""
-    connection.send_packed_command([b"".join(connection.pack_commands(commands))],
-                                   check_health=False)
-
-
 class RedisContextCache:
     def __init__(self, client: redis.Redis) -> None:
         self.redis = client
         self._bump = client.register_script(_BUMP)
+        self._store = client.register_script(_STORE)
         self._skip_until = 0.0
-        self._connections = _Connections(client.connection_pool)
 
     @staticmethod
     def _key(user_id: int) -> str:
         return f"{KEY_PREFIX}{user_id}"
 
+    def _unreachable(self) -> None:
+        self._skip_until = time.monotonic() + REDIS_BACKOFF_S
+
     def lookup(self, user_id: int, project_key: str | None) -> Lookup:
         if time.monotonic() < self._skip_until:
             return Lookup(None, None)
-        command = ("HMGET", self._key(user_id), "v", "w", "d", _field(project_key))
-
-        def hmget(connection: AbstractConnection) -> list[bytes | None]:
-            _send(connection, command)
-            return connection.read_response()
-
         try:
-            version, writers, deadline, entry = self._connections.exchange(hmget)
+            version, writers, deadline, entry = self.redis.hmget(
+                self._key(user_id), "v", "w", "d", _field(project_key))
         except RedisError:
-            self._skip_until = time.monotonic() + REDIS_BACKOFF_S
+            self._unreachable()
             return Lookup(None, None)
         current = int(version or 0)
         if int(writers or 0) > 0 and int(deadline or 0) > _now_ms():
@@ -178,32 +121,23 @@ class RedisContextCache:
                 return Lookup(block.decode("utf-8"), current)
         return Lookup(None, current)
 
-    def _send_without_reply(self, *commands: tuple) -> None:
-        """Send `commands` and do not wait for Redis's answers (`CLIENT REPLY SKIP` before each):
-        for writes whose correctness rests on the script they run, not on their reply. The
-        scripts go in full (EVAL), so a Redis that lost its script cache still runs them."""
-        skipping = [part for command in commands
-                    for part in (("CLIENT", "REPLY", "SKIP"), command)]
-        try:
-            self._connections.exchange(lambda connection: _send(connection, *skipping))
-        except RedisError:
-            self._skip_until = time.monotonic() + REDIS_BACKOFF_S
-
     def store(self, user_id: int, project_key: str | None, version: int, block: str) -> None:
-        """What keeps a store correct is the check its script makes, not anything the reader
-        does with the reply, and waiting for it cost every miss a round trip."""
-        self._send_without_reply(("EVAL", _STORE, 1, self._key(user_id), _field(project_key),
-                                  version, block, TTL_S))
+        """Kept only if the version is still `version` and no writer is in flight (the script
+        checks and writes atomically); a store that fails leaves the cache as it was."""
+        try:
+            self._store(keys=[self._key(user_id)],
+                        args=[_field(project_key), version, block, TTL_S])
+        except RedisError:
+            self._unreachable()
 
     @contextmanager
     def writing(self, user_ids: Collection[int]) -> Iterator[None]:
         """Around a commit that changes these users' memories. Raises RedisError before the
         commit when Redis cannot be told (the caller's transaction then rolls back).
 
-        Only the mark before the commit waits for Redis. The one after is sent without waiting:
-        until Redis has run it, readers find the writer's mark and read the database, and
-        stores are refused, which is correct, only slower; if it never arrives, the mark ends
-        at its deadline."""
+        The mark after the commit cannot undo the commit when it fails: until it is made,
+        readers find the writer's mark and read the database, and stores are refused, which is
+        correct, only slower; if it never arrives, the mark ends at its deadline."""
         marked: list[int] = []
         try:
             for user_id in user_ids:
@@ -213,8 +147,14 @@ class RedisContextCache:
             yield
         finally:
             if marked:
-                self._send_without_reply(*(("EVAL", _BUMP, 1, self._key(user_id), -1, 0, TTL_S)
-                                           for user_id in marked))
+                try:
+                    with self.redis.pipeline(transaction=False) as pipe:
+                        for user_id in marked:
+                            self._bump(keys=[self._key(user_id)], args=[-1, 0, TTL_S],
+                                       client=pipe)
+                        pipe.execute()
+                except RedisError:
+                    self._unreachable()
 
     def invalidate(self, user_id: int) -> None:
         """For a change made outside the unit of work (a fixture, an operator's SQL)."""

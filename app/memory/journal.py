@@ -16,12 +16,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from app.database import Statement
 from app.db_types import iso
 from app.extensions import db
 from app.memory.events import Changed, Deleted, Event, EventType
 from app.memory.models import MemoryEvent, MemoryItem
 from app.memory.rules import ID_MAX
-from app.rawdb import Step
 
 
 def _stored_before(event: Changed) -> str | None:
@@ -46,7 +46,7 @@ def purge(events: Sequence[Event]) -> set[int]:
     return deleted
 
 
-def rows(events: Sequence[Event], deleted: Collection[int]) -> list[Step]:
+def rows(events: Sequence[Event], deleted: Collection[int]) -> list[Statement]:
     """The journal rows of one transaction's changes, but of memories it deleted."""
     return [(JOURNAL_ROW, {"memory_id": e.memory_id, "user_id": e.user_id,
                            "type": e.type.value, "actor": e.actor.value,

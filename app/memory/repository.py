@@ -17,6 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from app.auth.models import User
+from app.database import Statement, batch, hot_engines, in_session
 from app.db_types import upsert
 from app.extensions import db
 from app.memory.models import MemoryItem, UserMemoryPreference
@@ -33,7 +34,6 @@ from app.memory.rules import (
     Status,
 )
 from app.paging import Page, PageRequest, paginate
-from app.rawdb import Step, in_session, raw_database
 
 NEWEST_FIRST = (MemoryItem.updated_at.desc(), MemoryItem.id.desc())
 
@@ -43,7 +43,7 @@ def machine_made() -> sa.ColumnElement[bool]:
     merge (D13-D15). A MANUAL row is never one of them.
 
     Equalities rather than IN: an IN list is expanded when the statement runs, which the raw
-    pool's statements, compiled once (app.rawdb), cannot do."""
+    batches' statements, compiled once (app.database), cannot do."""
     return sa.or_(*(MemoryItem.source == source.value for source in MACHINE_SOURCES))
 
 
@@ -190,7 +190,7 @@ def project_keys_in_use(user_id: int) -> list[str]:
 
 
 # ---- injection (seed §5.2) ------------------------------------------------------------------
-# Run on the raw read pool (app.rawdb): this is the read every new agent session waits for.
+# Run on the read engine (app.database): this is the read every new agent session waits for.
 
 _INJECT_COLUMNS = (MemoryItem.scope, MemoryItem.project_key, MemoryItem.content)
 INJECT_USER_ROWS = (
@@ -210,12 +210,13 @@ INJECT_PROJECT_ROWS = (
 
 def injection_rows(user_id: int, project_key: str | None) -> list[tuple]:
     """(scope, project_key, content) to inject: PROJECT rows first, then USER, newest first.
-    Both reads in one round trip of the read pool."""
-    with raw_database().reads.connection() as conn:
+    Both reads in one round trip of the read engine (autocommit: no transaction to end)."""
+    with hot_engines().reads.connect() as conn:
         if project_key is None:
-            return conn.rows(INJECT_USER_ROWS, user_id=user_id)
-        project, user = conn.batch(
-            (INJECT_PROJECT_ROWS, {"user_id": user_id, "project_key": project_key}),
+            (user,) = batch(conn, (INJECT_USER_ROWS, {"user_id": user_id}))
+            return user
+        project, user = batch(
+            conn, (INJECT_PROJECT_ROWS, {"user_id": user_id, "project_key": project_key}),
             (INJECT_USER_ROWS, {"user_id": user_id}))
         return project + user
 
@@ -268,7 +269,7 @@ _DISMISSED = {project: _group_rows((MemoryItem.content, MemoryItem.updated_at, M
               for project in (False, True)}
 
 
-def known_set_steps(user_id: int, groups: Sequence[Group]) -> list[Step]:
+def known_set_steps(user_id: int, groups: Sequence[Group]) -> list[Statement]:
     """The reads of what extraction shows the model (D13), as steps of one raw batch: an index
     range scan per group and set. (One UNION ALL of them measured nearly twice as slow on
     MariaDB, the derived tables materialized.) `known_sets` reads their rows."""
@@ -332,7 +333,7 @@ _STALEST = {project: (sa.select(MemoryItem.id)
             for project in (False, True)}
 
 
-def _room_steps(user_id: int, group: Group, digest: str, *, excluding: int) -> list[Step]:
+def _room_steps(user_id: int, group: Group, digest: str, *, excluding: int) -> list[Statement]:
     return [(BY_HASH, {"user_id": user_id, "digest": digest}),
             (_STALEST[group.project_key is not None],
              {**_group_params(user_id, group), "n": excluding + 1})]
@@ -367,7 +368,7 @@ DEMOTE = (sa.update(MemoryItem)
 
 
 def _new_row(user_id: int, group: Group, content: str, digest: str, source: Source,
-             session_id: int | None, created_at: datetime, updated_at: datetime) -> Step:
+             session_id: int | None, created_at: datetime, updated_at: datetime) -> Statement:
     return INSERT_ITEM, {"user_id": user_id, "scope": group.scope.value,
                          "project_key": group.key, "content": content, "source": source.value,
                          "status": Status.ACTIVE.value, "dedup_hash": digest,

@@ -15,6 +15,7 @@ from flask import current_app
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.exc import StaleDataError
 
+from app.database import retry_conflicts
 from app.db_types import utcnow
 from app.errors import DuplicateContent, InvalidInput, MemoryNotFound
 from app.memory import context, journal, repository, rules
@@ -99,6 +100,7 @@ def _group_for(scope: Scope, project_key: Any) -> Group:
     return Group(rules.project_key(project_key, bot_project_keys()))
 
 
+@retry_conflicts
 def create_item(user_id: int, scope: Scope, content: Any, project_key: Any = None) -> MemoryItem:
     """A MANUAL memory."""
     group = _group_for(scope, project_key)
@@ -109,6 +111,7 @@ def create_item(user_id: int, scope: Scope, content: Any, project_key: Any = Non
         return item
 
 
+@retry_conflicts
 def update_item(user_id: int, item_id: int, *, content: Any = None,
                 status: Status | None = None) -> MemoryItem:
     """Edit content (re-hash, status kept: D12) and/or change status (ACTIVE ↔ DISMISSED)."""
@@ -121,6 +124,7 @@ def update_item(user_id: int, item_id: int, *, content: Any = None,
         return item
 
 
+@retry_conflicts
 def delete_item(user_id: int, item_id: int) -> None:
     """Delete for good (D3: the same fact may be learnt again later)."""
     with UnitOfWork() as uow:
@@ -128,6 +132,7 @@ def delete_item(user_id: int, item_id: int) -> None:
         uow.commit()
 
 
+@retry_conflicts
 def set_auto_capture(user_id: int, enabled: Any) -> bool:
     if not isinstance(enabled, bool):
         raise InvalidInput("auto_capture_type", "autoCaptureEnabled must be a boolean")

@@ -1,35 +1,66 @@
-"""Platform endpoints: the memory block for a new session's system prompt (seed §5.2)."""
+"""Platform endpoints: the memory block for a new session's system prompt (seed §5.2).
+
+`GET /api/v1/internal/memory/context` is read at the start of every agent session, so it is a
+hot path (`app.platform.hot_path`): `ContextRead` answers every request on it in front of Flask;
+the route below stays for the URL map and the OpenAPI document and hands over to it.
+"""
 
 from __future__ import annotations
 
-from flask import Blueprint, request
+from urllib.parse import parse_qsl
+from wsgiref.types import WSGIEnvironment
+
+from flask import Blueprint
+from werkzeug.exceptions import BadRequest
 
 from app.apispec import SERVICE_SECURITY, answers, described, validated
-from app.auth.identity import service_api
-from app.envelope import ok_encoded
+from app.auth.identity import bearer_token, is_service_token
+from app.envelope import ApiError, ErrorCode, ok_body
 from app.memory import service
-from app.platform import fast_context
+from app.platform.hot_path import HotPath, served_by
 from app.schemas.memory import MemoryContext
 from app.schemas.platform import ContextQuery
 
 bp = Blueprint("platform_api", __name__, url_prefix="/api/v1/internal")
+ENDPOINT = "platform_api.memory_context"
+
+
+def query_of(query_string: str) -> dict[str, str]:
+    """The query as `request.args.to_dict()` reads it (a repeated name: its first value), but
+    strict: text that is not UTF-8 is refused, not replaced by U+FFFD."""
+    try:
+        pairs = parse_qsl(query_string.encode("latin-1").decode("utf-8"),
+                          keep_blank_values=True, errors="strict")
+    except UnicodeError:
+        raise BadRequest("the query string is not valid UTF-8") from None
+    query: dict[str, str] = {}
+    for name, value in pairs:
+        query.setdefault(name, value)
+    return query
+
+
+class ContextRead(HotPath):
+    """Memories and the exact prompt block for a new session: PROJECT lines (valid key only)
+    then USER lines, newest first, 12 + 8, and the prompt."""
+
+    endpoint = ENDPOINT
+    methods = ("GET",)
+
+    def answer(self, environ: WSGIEnvironment) -> str:
+        query = query_of(environ.get("QUERY_STRING", ""))
+        if not is_service_token(bearer_token(environ.get("HTTP_AUTHORIZATION", ""))):
+            raise ApiError(ErrorCode.UNAUTHORIZED, "service token required")
+        valid = validated(ContextQuery, query)
+        return ok_body(service.context_json(valid.userId, valid.projectKey))
 
 
 @bp.get("/memory/context")
-@service_api
 def memory_context():
     """Memories and the exact prompt block for a new session.
 
     PROJECT lines (valid key only) then USER lines, newest first, 12 + 8, and the prompt."""
-    query = validated(ContextQuery, request.args.to_dict())
-    failed = request.environ.get(fast_context.FAILED)
-    if failed is not None:
-        # The fast path in front of Flask met the database down on this very request: the
-        # same 503, without asking it again.
-        raise failed
-    return ok_encoded(service.context_json(query.userId, query.projectKey))
+    return served_by(ENDPOINT)
 
 
-# The hot path validates with its model directly: only described, never wrapped.
 described(memory_context, query=ContextQuery, tags=["platform"], security=SERVICE_SECURITY,
           resp=answers(200, MemoryContext, errors=(400, 401, 503)))

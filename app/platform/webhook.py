@@ -1,8 +1,11 @@
 """The completion webhook (SPEC §5): `POST /api/v1/webhooks/task-completed`.
 
 Authenticated by an HMAC of the raw body, not by a token, so a captured request cannot be
-replayed after 300 s nor altered. The route checks the signature and the body, then hands the
-event to `app.extraction.intake`, which records it and decides; it never calls the LLM.
+replayed after 300 s nor altered. `WebhookReceiver` checks the signature and the body, then
+hands the event to `app.extraction.intake`, which records it and decides; it never calls the
+LLM. Every finished task posts here, so it is a hot path (`app.platform.hot_path`): the
+receiver answers every request on the path in front of Flask; the route below stays for the
+URL map and the OpenAPI document and hands over to it.
 """
 
 from __future__ import annotations
@@ -11,14 +14,17 @@ import hashlib
 import hmac
 import json
 import time
+from wsgiref.types import WSGIEnvironment
 
-from flask import Blueprint, current_app, request
+from flask import Blueprint
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from app import metrics
 from app.apispec import WEBHOOK_SECURITY, answers, described, validated
-from app.envelope import ApiError, ErrorCode, ok_encoded
+from app.envelope import ApiError, ErrorCode, ok_body
 from app.extraction import intake
 from app.extraction.models import ENQUEUED, REASONS
+from app.platform.hot_path import Answer, HotPath, served_by
 from app.schemas.platform import TaskCompleted, WebhookAck
 
 bp = Blueprint("webhook", __name__, url_prefix="/api/v1/webhooks")
@@ -26,9 +32,7 @@ bp = Blueprint("webhook", __name__, url_prefix="/api/v1/webhooks")
 SIGNATURE_HEADER = "X-Memory-Signature"
 TIMESTAMP_HEADER = "X-Memory-Timestamp"
 MAX_SKEW_S = 300
-# The environ key of a dependency failure the fast path (`app.platform.fast_webhook`) met (a WSGI
-# server never puts a dotted key there from a request: headers arrive as HTTP_*).
-FAILED = "memory.fast_webhook.failed"
+ENDPOINT = "webhook.task_completed"
 # Per answer: its counter child, bound once (a delivery only adds 1 to it, SPEC §8 Operations),
 # and the 202's data as JSON text, as compact as the envelope around it (`enqueued` follows
 # from the reason).
@@ -58,21 +62,60 @@ def not_authentic(secret: str, timestamp: str, given: str, raw_body: bytes) -> s
     return None
 
 
-def _verify_signature() -> None:
-    secret = current_app.config.get("MEMORY_WEBHOOK_SECRET")
-    if not secret:
-        raise ApiError(ErrorCode.INTERNAL_ERROR, "the webhook is not configured "
-                       "(MEMORY_WEBHOOK_SECRET is unset)", 503)
-    why = not_authentic(secret, request.headers.get(TIMESTAMP_HEADER, ""),
-                        request.headers.get(SIGNATURE_HEADER, ""), request.get_data(cache=True))
+def verify_signature(secret: str, environ: WSGIEnvironment, raw_body: bytes) -> bytes:
+    """`raw_body`, when the delivery is authentic; else refused (401)."""
+    why = not_authentic(secret, environ.get("HTTP_X_MEMORY_TIMESTAMP", ""),
+                        environ.get("HTTP_X_MEMORY_SIGNATURE", ""), raw_body)
     if why is not None:
         raise ApiError(ErrorCode.UNAUTHORIZED, why)
+    return raw_body
 
 
 def acknowledged(reason: str) -> str:
     """The 202's data as JSON text; the delivery counted by its reason."""
     DELIVERIES[reason].inc()
     return ACKNOWLEDGEMENTS[reason]
+
+
+def body_of(environ: WSGIEnvironment, limit: int) -> bytes:
+    """The request body, at most `limit` bytes (else 413), as werkzeug's `get_data` reads it:
+    by Content-Length, or to the end of a chunked body the server has terminated."""
+    stream = environ["wsgi.input"]
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or "")
+    except ValueError:
+        length = None
+    if length is not None and length >= 0:
+        if length > limit:
+            raise RequestEntityTooLarge()
+        return stream.read(length) if length else b""
+    if environ.get("wsgi.input_terminated"):
+        raw = stream.read(limit + 1)
+        if len(raw) > limit:
+            raise RequestEntityTooLarge()
+        return raw
+    return b""
+
+
+class WebhookReceiver(HotPath):
+    """`POST /api/v1/webhooks/task-completed`, every answer of it."""
+
+    endpoint = ENDPOINT
+    methods = ("POST",)
+
+    def answer(self, environ: WSGIEnvironment) -> str:
+        secret = self.app.config.get("MEMORY_WEBHOOK_SECRET")
+        if not secret:
+            raise ApiError(ErrorCode.INTERNAL_ERROR, "the webhook is not configured "
+                           "(MEMORY_WEBHOOK_SECRET is unset)", 503)
+        raw = verify_signature(secret, environ,
+                               body_of(environ, self.app.config["MAX_CONTENT_LENGTH"]))
+        try:
+            data = self.app.json.loads(raw) if raw else None
+        except ValueError:
+            data = None  # not JSON: refused below as "not an object", as Flask's silent read
+        event = validated(TaskCompleted, data).event()
+        raise Answer(202, ok_body(acknowledged(intake.receive(event))))
 
 
 @bp.post("/task-completed")
@@ -83,16 +126,8 @@ def task_completed():
     timestamp must be within 300 s. 503 when MEMORY_WEBHOOK_SECRET is unset or Redis is down.
     202 `{accepted, enqueued, reason}`: the session is recorded; extraction is enqueued only
     for a COMPLETED main-session task of a user with auto-capture on, once per eventId."""
-    _verify_signature()
-    body = validated(TaskCompleted, request.get_json(force=True, silent=True))
-    failed = request.environ.get(FAILED)
-    if failed is not None:
-        # The fast path in front of Flask met a dependency down on this very delivery (and
-        # recorded nothing): the same 503, without trying again.
-        raise failed
-    return ok_encoded(acknowledged(intake.receive(body.event())), 202)
+    return served_by(ENDPOINT)
 
 
-# The hot path validates with its model directly: only described, never wrapped.
 described(task_completed, json=TaskCompleted, tags=["platform"], security=WEBHOOK_SECURITY,
           resp=answers(202, WebhookAck, errors=(400, 401, 413, 503)))

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 import sqlalchemy as sa
 
+from app.database import retry_conflicts
 from app.errors import InvalidInput, NotEditable, UnknownModel
 from app.extensions import db
 from app.system.models import EXTRACTION_MODEL_KEY, LlmModel, SystemSetting
@@ -47,6 +48,7 @@ def _model_id_value(value: Any) -> str:
     return str(int(value))
 
 
+@retry_conflicts
 def put_setting(key: str, value: Any) -> SystemSetting:
     setting = db.session.get(SystemSetting, key)
     if setting is None:
@@ -91,6 +93,7 @@ def check_base_url(url: str) -> str:
     return url
 
 
+@retry_conflicts
 def add_model(name: str, model: str, *, base_url: str | None = None,
               api_key_env: str | None = None, default: bool = False) -> LlmModel:
     """Register a model; `default` makes it the only default."""

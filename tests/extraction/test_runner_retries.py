@@ -98,7 +98,7 @@ def _hold_session_lock(app, release: threading.Event) -> threading.Thread:
     held = threading.Event()
 
     def hold() -> None:
-        with queue.session_lock(SESSION_ID):
+        with queue.session_lock(SESSION_ID, "another-job"):
             held.set()
             release.wait(30)
 

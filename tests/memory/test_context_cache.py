@@ -9,6 +9,7 @@ import time
 import pytest
 import redis
 
+from app.memory.context import cache_client
 from app.memory.context_cache import (
     KEY_PREFIX,
     TTL_S,
@@ -128,35 +129,25 @@ def test_a_change_cannot_commit_while_redis_cannot_be_told():
         pytest.fail("the commit must not run")
 
 
-# ---- the cache's own connections (lookups and stores outside redis-py's command path) -------
+# ---- the cache's connections (redis-py's pool) ---------------------------------------------
 
-@pytest.fixture
-def own_redis(tmp_path):
-    """A redis-server of this test's own: stopping or pausing it touches no other test."""
-    from tests.reliability.test_faults import RedisServer
-
-    server = RedisServer(tmp_path)
-    server.start()
-    yield server
-    server.stop()
-
-
-def test_lookups_and_stores_take_turns_on_one_connection(app):
-    client = redis.Redis.from_url(TEST_REDIS_URL)
+def test_lookups_and_stores_in_turn_use_one_connection_of_the_pool(app):
+    client = cache_client(TEST_REDIS_URL, client_name="context-cache-under-test")
     cache = RedisContextCache(client)
     for user in range(USER, USER + 50):
         cache.store(user, "mao", cache.lookup(user, "mao").version, f"block {user}")
-    # Each lookup read its own reply, never the (skipped) reply of the store before it.
+    # Each lookup read its own reply, never the reply of the store before it.
     assert [cache.lookup(user, "mao").block for user in range(USER, USER + 50)] == \
         [f"block {user}" for user in range(USER, USER + 50)]
-    assert len(cache._connections._idle) == 1
+    names = [entry["name"] for entry in client.client_list()]
+    assert names.count("context-cache-under-test") == 1
     client.close()
 
 
 def test_a_restarted_redis_costs_no_lookup_a_trip_to_the_database(own_redis):
     """The idle connection died with the server; the next lookup is made on a new one instead
     of counting as Redis being down."""
-    cache = RedisContextCache(redis.Redis.from_url(own_redis.url, socket_timeout=2))
+    cache = RedisContextCache(cache_client(own_redis.url))
     cache.store(USER, None, cache.lookup(USER, None).version, "block")
     assert cache.lookup(USER, None).block == "block"
     own_redis.stop()
@@ -171,7 +162,7 @@ def test_a_reply_that_came_too_late_never_answers_a_later_lookup(own_redis):
     """A lookup that timed out leaves its reply on the way: that connection is closed, so the
     reply cannot be read as the answer to another user's lookup."""
     client = redis.Redis.from_url(own_redis.url)
-    cache = RedisContextCache(redis.Redis.from_url(own_redis.url, socket_timeout=0.3))
+    cache = RedisContextCache(cache_client(own_redis.url, socket_timeout=0.3))
     for user in (USER, USER + 1):
         cache.store(user, None, cache.lookup(user, None).version, f"block {user}")
     client.client_pause(1000)

@@ -7,7 +7,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from app import rawdb
+from app import database
 from app.db_types import utcnow
 from app.extensions import db
 from app.memory import journal, repository, rules
@@ -52,30 +52,26 @@ def test_timestamps_keep_microseconds(ctx):
 
 @contextmanager
 def captured_selects(monkeypatch, table: str = "memory_item") -> Iterator[list[tuple[str, dict]]]:
-    """The SELECTs on `table` the code under test really sends, session and read pool."""
+    """The SELECTs on `table` the code under test really sends, through the session and in
+    batches."""
     captured: list[tuple[str, dict]] = []
 
     def grab(conn, cursor, statement, parameters, context, executemany):
         if statement.lstrip().startswith("SELECT") and table in statement:
             captured.append((statement, parameters))
 
-    execute = rawdb.Connection.execute
+    batch = database.batch
 
-    def recording_execute(self, statement, **params):
-        statement_sql = rawdb.compiled(statement, self.dialect)
-        captured.append((statement_sql.sql, {**statement_sql.defaults, **params}))
-        return execute(self, statement, **params)
-
-    batch = rawdb.Connection.batch
-
-    def recording_batch(self, *steps):
-        for statement, params in steps:
-            statement_sql = rawdb.compiled(statement, self.dialect)
+    def recording_batch(connection, *statements):
+        for statement, params in statements:
+            statement_sql = database.compiled(statement, connection.dialect)
             captured.append((statement_sql.sql, {**statement_sql.defaults, **params}))
-        return batch(self, *steps)
+        return batch(connection, *statements)
 
-    monkeypatch.setattr(rawdb.Connection, "execute", recording_execute)
-    monkeypatch.setattr(rawdb.Connection, "batch", recording_batch)
+    monkeypatch.setattr(database, "batch", recording_batch)
+    for module in ("app.memory.repository", "app.extraction.pipeline",
+                   "app.extraction.intake"):
+        monkeypatch.setattr(f"{module}.batch", recording_batch)
     sa.event.listen(db.engine, "before_cursor_execute", grab)
     try:
         yield captured

@@ -237,12 +237,12 @@ def test_the_event_row_keeps_the_answer(app, webhook, monkeypatch, fields, switc
                                         insert_returning):
     from app.auth.models import User
     from app.auth.service import ensure_user
-    from app.rawdb import raw_database
+    from app.database import hot_engines
 
     with app.app_context():
         ensure_user(USER_ID)
         db.session.remove()
-        monkeypatch.setattr(raw_database().writes.engine.dialect, "insert_returning",
+        monkeypatch.setattr(hot_engines().writes.dialect, "insert_returning",
                             insert_returning)
     if switch is not None:
         capture_on(app, enabled=switch)

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -31,6 +29,7 @@ from app.sessions.models import PlatformSession
 from tests.completions import capture_on, event, only_outcome, outcomes
 from tests.conftest import SERVICE_TOKEN, TEST_DATABASE_URL, TEST_REDIS_URL, Accounts, Memories
 from tests.llm_server import ScriptedLlm
+from tests.redis_server import RedisServer
 from tests.reliability.conftest import deliver, envelope_error
 from tests.workers import wait_until, work_horse_of, worker_processes
 
@@ -38,62 +37,6 @@ USER_ID = 7
 
 
 # ---- Redis stopped and restarted ------------------------------------------------------------
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class RedisServer:
-    """A redis-server process of this test's own, without persistence."""
-
-    def __init__(self, directory: Path) -> None:
-        self.port = _free_port()
-        self.directory = directory
-        self.process: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        with (self.directory / "redis.log").open("a") as log:
-            self.process = subprocess.Popen(
-                ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-                 "--save", "", "--appendonly", "no", "--dir", str(self.directory)],
-                stdout=log, stderr=subprocess.STDOUT)
-        client = redis.Redis.from_url(self.url)
-        try:
-            wait_until(self._answers(client), 10, "the test's redis-server")
-        finally:
-            client.close()
-
-    @staticmethod
-    def _answers(client: redis.Redis):
-        def ping() -> bool:
-            try:
-                return bool(client.ping())
-            except redis.ConnectionError:
-                return False
-        return ping
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
-        self.process = None
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
 
 def _recorded(app: Flask, event_id: str, session_id: int) -> tuple[int, int]:
     with app.app_context():
@@ -241,11 +184,11 @@ def _fill_pool(engine: sa.Engine, connections: int) -> None:
                                               ("webhook", "writes")])
 def test_the_next_request_after_a_restart_succeeds_whatever_the_pool_holds(
         app, callers, caller, pool):
-    """Every idle connection of a raw pool died (a database restart): the first request that
+    """Every idle connection of a hot path's pool died (a database restart): the first request that
     finds one still succeeds, not only once the pool has been drained."""
     call, expected = callers[caller]
     assert call("warm").status_code == expected
-    _fill_pool(getattr(app.extensions["rawdb"], pool).engine, 4)
+    _fill_pool(getattr(app.extensions["hot_engines"], pool), 4)
     assert kill_test_database_connections() >= 4
     for attempt in ("after-restart-1", "after-restart-2"):
         response = call(attempt)
