@@ -40,6 +40,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "would be (default: 30)")
     parser.add_argument("--retries", type=int, default=2,
                         help="further tries after a connection error, 429 or 5xx (default: 2)")
+    parser.add_argument("--retry-delay", type=float, default=1.0,
+                        help="seconds before the first retry, growing linearly (default: 1)")
     parser.add_argument("--cases", type=Path, action="append",
                         help="a JSONL file of cases (default: bench/quality/cases/*.jsonl)")
     parser.add_argument("--kind", action="append", choices=labelled.KINDS,
@@ -103,7 +105,8 @@ def main(argv: list[str] | None = None) -> list[Scores]:
         print(f"{name}: {len(cases)} cases", file=sys.stderr)
         run = runner.run_model(cases, endpoint, name=name, recorded=answers,
                                concurrency=args.concurrency, timeout_s=args.timeout,
-                               retries=args.retries, progress=runner.print_progress)
+                               retries=args.retries, retry_delay_s=args.retry_delay,
+                               progress=runner.print_progress)
         if run.stale:
             print(f"note: {name}: {run.stale} recorded answers were given for a prompt that "
                   "has changed since", file=sys.stderr)

@@ -184,9 +184,10 @@ class _Case:
 
     def __init__(self, app: Flask, case: Case, user_id: int, seeded: Seeded,
                  db_lock: threading.Lock, recorded: dict[str, Answer] | None,
-                 retries: int) -> None:
+                 retries: int, retry_delay_s: float) -> None:
         self.app, self.case, self.user_id, self.seeded = app, case, user_id, seeded
-        self.db_lock, self.recorded, self.retries = db_lock, recorded, retries
+        self.db_lock, self.recorded = db_lock, recorded
+        self.retries, self.retry_delay_s = retries, retry_delay_s
         self.answer: Answer | None = None
         self.stale = False
         self.job = pipeline.ExtractionJob(
@@ -228,7 +229,7 @@ class _Case:
             except llm.LlmTransientError as exc:
                 if attempt == attempts:
                     return None, ERROR, exc.reason
-                time.sleep(min(2 ** attempt, 10))
+                time.sleep(self.retry_delay_s * attempt)
                 continue
             except llm.LlmError as exc:
                 return None, ERROR, exc.reason
@@ -264,7 +265,7 @@ class _Case:
 
 def run_model(cases: Sequence[Case], endpoint: Endpoint, *, name: str | None = None,
               recorded: dict[str, Answer] | None = None, concurrency: int = 4,
-              timeout_s: float = 30.0, retries: int = 2,
+              timeout_s: float = 30.0, retries: int = 2, retry_delay_s: float = 1.0,
               progress: Callable[[int, int], None] | None = None) -> Run:
     """Every case through the pipeline against `endpoint` — or, with `recorded`, against the
     recorded answers — on a fresh temporary database."""
@@ -278,8 +279,8 @@ def run_model(cases: Sequence[Case], endpoint: Endpoint, *, name: str | None = N
             with app.app_context():
                 seeded = seed(cases, endpoint)
             db_lock = threading.Lock()
-            jobs = [_Case(app, case, user_id, seeded[case.id], db_lock, recorded, retries)
-                    for user_id, case in enumerate(cases, 1)]
+            jobs = [_Case(app, case, user_id, seeded[case.id], db_lock, recorded, retries,
+                          retry_delay_s) for user_id, case in enumerate(cases, 1)]
             done = 0
             with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
                 for job, observation in zip(jobs, pool.map(_Case.run, jobs), strict=True):
