@@ -13,10 +13,13 @@ import sys
 from pathlib import Path
 
 from app.extraction.llm import DEFAULT_KEY_ENV
+from bench.common import ROOT
 from bench.quality import cases as labelled
 from bench.quality import recording, report, runner
 from bench.quality.runner import Answer, Endpoint
 from bench.quality.scoring import Scores, summarize
+
+DEFAULT_JSON = ROOT / "bench" / "results" / "quality-scores.json"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -46,8 +49,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="a JSONL file of cases (default: bench/quality/cases/*.jsonl)")
     parser.add_argument("--kind", action="append", choices=labelled.KINDS,
                         help="only the cases of this kind (repeatable)")
-    parser.add_argument("--json", type=Path, default=Path("quality-scores.json"),
-                        help="where the scores go (default: quality-scores.json)")
+    parser.add_argument("--json", type=Path, default=DEFAULT_JSON,
+                        help="where the scores go (default: bench/results/"
+                             "quality-scores.json)")
     parser.add_argument("--record", type=Path,
                         help="save every raw model answer, with tokens and latency, here")
     parser.add_argument("--replay", type=Path,
@@ -115,6 +119,7 @@ def main(argv: list[str] | None = None) -> list[Scores]:
     if args.record is not None:
         recording.write(args.record, saved)
     meta = {"cases": len(cases), "replayed_from": str(args.replay) if args.replay else None}
+    args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report.to_json(scores, **meta), ensure_ascii=False,
                                     indent=1) + "\n", encoding="utf-8")
     print(report.table(scores).render())

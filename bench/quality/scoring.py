@@ -73,6 +73,14 @@ class CaseScore:
     duplicate: bool | None  # None: the case expects no touch or update
     dismissed_violation: bool
     manual_violation: bool
+    reason: str = ""  # the outcome's reason (e.g. user_message_too_short, invalid_output)
+    changes: tuple[str, ...] = ()  # what the case changed, to read why it scored as it did
+
+
+def _changes(seen: Observation) -> tuple[str, ...]:
+    return (tuple(f"insert {row.scope}: {row.content}" for row in seen.inserted)
+            + tuple(f"touch {ref}" for ref in seen.touched)
+            + tuple(f"update {ref}: {words}" for ref, words in seen.updated))
 
 
 def _insert_fits(effect: Effect, row: Stored) -> bool:
@@ -134,6 +142,7 @@ def score_case(case: Case, seen: Observation) -> CaseScore:
         dismissed_violation=any(m.ref in seen.changed for m in dismissed) or any(
             m.match and says(words, m.match) for m in dismissed for words in written),
         manual_violation=bool(manual & set(seen.changed)),
+        reason=seen.reason, changes=_changes(seen),
     )
 
 

@@ -155,6 +155,10 @@ def test_scores_of_a_known_mix_of_right_and_wrong_answers_are_the_hand_counted_o
     assert outcome["c9"] == ("skipped", True)
     assert outcome["c12"] == ("timeout", False)
     assert outcome["c13"] == ("answered", True)
+    changes = {c["case_id"]: c["changes"] for c in scores["per_case"]}
+    assert changes["c7"] == ["insert USER: 接口都走 gRPC"]  # a bot channel has no project
+    assert changes["c6"] == ["touch m"]
+    assert changes["c4"] == ["update a: Service targets Go 1.22"]
 
 
 def test_every_case_goes_through_the_jobs_prompt_with_its_memories(tmp_path, scripted):
