@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -40,8 +41,8 @@ from app import create_app
 from app.auth.models import User
 from app.db_types import utcnow
 from app.extensions import db
-from app.extraction import llm, pipeline
-from app.extraction.outcomes import CONFIGURATION_REASONS, JobKindName, Outcome
+from app.extraction import llm, parser, pipeline
+from app.extraction.outcomes import CONFIGURATION_REASONS, JobKindName, Outcome, OutcomeStatus
 from app.memory import rules
 from app.memory.models import MemoryItem, UserMemoryPreference
 from app.sessions.models import PlatformSession
@@ -119,8 +120,15 @@ def build_app(database: Path, timeout_s: float) -> Flask:
                       "MEMORY_LLM_TIMEOUT_S": timeout_s,
                       "MEMORY_BOT_PROJECT_KEYS": BOT_PROJECT_KEYS,
                       "MEMORY_RETRY_DELAYS_S": ()})
-    with app.app_context():
-        upgrade()
+    # The migrations' logging config announces every revision at INFO; a bench run needs none
+    # of it (and it would not be quiet for a second model).
+    previous = logging.root.manager.disable
+    logging.disable(logging.INFO)
+    try:
+        with app.app_context():
+            upgrade()
+    finally:
+        logging.disable(previous)
     return app
 
 
@@ -219,7 +227,7 @@ class _Case:
                              completion.completion_tokens, time.perf_counter() - started, sha)
         return completion
 
-    def _ask(self, inputs: pipeline.Inputs) -> tuple[object, str, str]:
+    def _ask(self, inputs: pipeline.Inputs) -> tuple[parser.Parsed | None, str, str]:
         """(parsed answer or None, status, reason)."""
         attempts = 1 if self.recorded is not None else 1 + self.retries
         for attempt in range(1, attempts + 1):
@@ -234,7 +242,7 @@ class _Case:
             except llm.LlmError as exc:
                 return None, ERROR, exc.reason
             if parsed is not None:
-                return parsed, ANSWERED, "applied"
+                return parsed, ANSWERED, ""
             reason = self.outcome.reason
             return None, TIMEOUT if reason in TIMEOUT_REASONS else INVALID, reason
         raise AssertionError("unreachable")
@@ -248,10 +256,13 @@ class _Case:
             status = ERROR
         if inputs is not None:
             parsed, status, reason = self._ask(inputs)
+            if status == ERROR:
+                self.outcome.finish(OutcomeStatus.FAILED, reason)  # as the runner's `_fail`
         with self.db_lock, self.app.app_context():
             with UnitOfWork() as uow:
                 if parsed is not None:
                     pipeline.hand_over(uow, self.job, inputs, parsed, self.outcome)
+                    reason = self.outcome.reason  # applied, nothing_to_remember
                 self.outcome.stage(uow)
                 uow.commit()
             changes = observe(self.user_id, self.seeded)

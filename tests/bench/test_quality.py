@@ -155,6 +155,10 @@ def test_scores_of_a_known_mix_of_right_and_wrong_answers_are_the_hand_counted_o
     assert outcome["c9"] == ("skipped", True)
     assert outcome["c12"] == ("timeout", False)
     assert outcome["c13"] == ("answered", True)
+    reasons = {c["case_id"]: c["reason"] for c in scores["per_case"]}
+    assert (reasons["c1"], reasons["c11"], reasons["c9"], reasons["c8"], reasons["c12"]) == (
+        "applied", "nothing_to_remember", "user_message_too_short", "invalid_output",
+        "llm_timeout")
     changes = {c["case_id"]: c["changes"] for c in scores["per_case"]}
     assert changes["c7"] == ["insert USER: 接口都走 gRPC"]  # a bot channel has no project
     assert changes["c6"] == ["touch m"]
@@ -209,6 +213,15 @@ def test_replay_latency_percentiles_come_from_the_recording(tmp_path):
     for s in scores:
         assert (s.latency_p50_s, s.latency_p95_s) == (0.5, 0.9)
         assert s.prompt_tokens_per_case == 102 and s.decision_accuracy == 1.0
+
+
+def test_a_replayed_answer_given_for_another_prompt_is_counted_stale(tmp_path):
+    """The answer is still scored (re-scoring after a rule or label change is the point); the
+    run says how many answers were given for a prompt the case no longer builds."""
+    raw = case("n0", "nothing", "没有可记内容的一段对话" + LONG)
+    answers = {"n0": Answer(text="[]", prompt_sha256="0" * 64)}
+    run = runner.run_model([parse_case(raw)], Endpoint("small"), recorded=answers)
+    assert run.stale == 1 and run.observations[0].status == ANSWERED
 
 
 def test_model_calls_run_at_most_concurrency_at_a_time(tmp_path, scripted):
