@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from app.extraction.llm import DEFAULT_KEY_ENV
+from app.system import service as system
 from bench.common import ROOT
 from bench.quality import cases as labelled
 from bench.quality import recording, report, runner
@@ -81,6 +83,19 @@ def endpoints(args: argparse.Namespace) -> list[Endpoint]:
             for i, model in enumerate(args.model)]
 
 
+def unusable(endpoint: Endpoint) -> str | None:
+    """Why no case could call this endpoint (a job would skip every one), or None."""
+    try:
+        system.check_api_key_env(endpoint.api_key_env)
+        if endpoint.base_url:
+            system.check_base_url(endpoint.base_url)
+    except ValueError as exc:
+        return str(exc)
+    if not os.environ.get(endpoint.api_key_env):
+        return f"{endpoint.api_key_env} is not set: export the model's key in it first"
+    return None
+
+
 def _names(models: list[str]) -> list[str]:
     """Column names: the model names, numbered when the same model is run twice."""
     return [m if models.count(m) == 1 else f"{m} #{models[:i + 1].count(m)}"
@@ -101,6 +116,10 @@ def main(argv: list[str] | None = None) -> list[Scores]:
             sys.exit(f"{args.replay} holds none of the models {args.model}")
     else:
         chosen = endpoints(args)
+        for endpoint in chosen:
+            problem = unusable(endpoint)
+            if problem is not None:
+                sys.exit(f"quality: {problem}")
         runs = [(name, endpoint, None)
                 for name, endpoint in zip(_names(args.model), chosen, strict=True)]
     scores: list[Scores] = []

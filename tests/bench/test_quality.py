@@ -387,6 +387,14 @@ def test_quality_needs_a_model_or_a_recording(capsys):
     assert "--model is required" in capsys.readouterr().err
 
 
+def test_an_unset_key_variable_stops_the_run_before_any_case(monkeypatch, tmp_path):
+    monkeypatch.delenv("QUALITY_UNSET_API_KEY", raising=False)
+    with pytest.raises(SystemExit, match="QUALITY_UNSET_API_KEY is not set"):
+        cli.main(["--model", "m", "--api-key-env", "QUALITY_UNSET_API_KEY",
+                  "--json", str(tmp_path / "s.json")])
+    assert not (tmp_path / "s.json").exists()
+
+
 def test_progress_goes_to_stderr(capsys):
     runner.print_progress(25, 122)
     assert capsys.readouterr().err == "25/122\n"
