@@ -360,6 +360,47 @@ def test_labelled_set_holds_120_cases_in_both_languages_and_every_kind():
     assert min(sum(c.lang == lang for c in cases) for lang in ("zh", "en")) >= 50
 
 
+def ideal_answer(case: Case, ids: dict[str, int]) -> str:
+    """What a perfect model answers for `case`: each expected effect, worded from the first
+    keyword of each group; a project fact of a session without a valid key as type=project
+    (the pipeline must store it as USER)."""
+    def words(effect) -> str:
+        return " ".join(group[0] for group in effect.match)
+
+    items = []
+    for effect in case.expect:
+        if effect.action == "insert":
+            project = effect.scopes[0] == "PROJECT" or case.kind == "no_project_key"
+            items.append({"type": "project" if project else "user", "content": words(effect)})
+            continue
+        memory = case.refs[effect.ref]
+        item = {"type": memory.scope.lower(), "action": effect.action,
+                "existingId": ids[effect.ref]}
+        if effect.action == "update":
+            item["content"] = f"{memory.content}; {words(effect)}"
+        items.append(item)
+    return json.dumps(items, ensure_ascii=False)
+
+
+def test_the_labelled_set_is_learnable_through_the_pipeline(tmp_path):
+    """Perfect answers, replayed through the real parser and rules, score perfectly: every
+    label is something the service can do (ids, groups, downgrades, D11)."""
+    cases = labelled.load()
+    answers, next_id = {}, 1
+    for c in cases:
+        ids = {m.ref: next_id + i for i, m in enumerate(c.memories)}  # seeded in case order
+        next_id += len(c.memories)
+        answers[c.id] = Answer(text=ideal_answer(c, ids))
+    run = runner.run_model(cases, Endpoint("ideal"), recorded=answers)
+    scores = summarize("ideal", cases, run.observations)
+    wrong = [s.case_id for s in scores.per_case if not s.correct]
+    assert wrong == []
+    assert (scores.stored_precision, scores.stored_recall, scores.junk_rate,
+            scores.duplicate_rate, scores.dismissed_violations, scores.manual_violations) == \
+        (1.0, 1.0, 0.0, 0.0, 0, 0)
+    assert scores.calls == sum(c.kind != "short" for c in cases)
+
+
 def test_a_project_fact_without_a_valid_project_key_must_be_expected_as_user():
     with pytest.raises(CaseError, match="stored as USER"):
         parse_case(case("x", "no_project_key", "我们项目的接口都走 gRPC" + LONG,
