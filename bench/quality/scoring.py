@@ -7,7 +7,8 @@ figures (README, "Measuring memory quality"):
   ones (every `expect` effect, nothing outside `expect` + `optional`);
 - stored precision: rows written (inserted or rewritten) that say an expected effect / all rows
   written; stored recall: expected inserts and updates that were written / all of them;
-- junk rate: of the cases where nothing should be stored, those where something was;
+- junk rate: of the cases put to the model where nothing should be stored, those where
+  something was;
 - duplicate rate: of the cases that expect a touch or an update, those where a new row was
   inserted that no expected insert accounts for;
 - DISMISSED violations: cases that wrote something a DISMISSED row says, or changed such a row;
@@ -127,7 +128,8 @@ def score_case(case: Case, seen: Observation) -> CaseScore:
     correct = (seen.status in USABLE and recalled == expected_stored and touches_ok
                and not inserts and not updates)
 
-    no_effects = not case.expect and not case.optional
+    # Junk is the model's: a case under the D11 threshold is never put to it.
+    no_effects = not case.expect and not case.optional and case.kind != "short"
     expects_match = any(e.action in ("touch", "update") for e in case.expect)
     written = [row.content for row in seen.inserted] + [words for _, words in seen.updated]
     dismissed = [m for m in case.memories if m.status == "DISMISSED"]

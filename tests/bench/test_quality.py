@@ -139,8 +139,9 @@ def test_scores_of_a_known_mix_of_right_and_wrong_answers_are_the_hand_counted_o
     assert scores["stored_precision"] == 0.5
     # Expected writes: c1, c4, c7, c8, c10, c12, c13 = 7; written as expected: 4.
     assert scores["stored_recall"] == round(4 / 7, 6)
-    # Nothing expected (and nothing optional): c2, c5, c9, c11; something stored: c2, c5.
-    assert scores["junk_rate"] == 0.5
+    # Nothing expected (and nothing optional), put to the model: c2, c5, c11 (c9 is under the
+    # D11 threshold); something stored: c2, c5.
+    assert scores["junk_rate"] == round(2 / 3, 6)
     # Touch or update expected: c3, c4; a new row instead: c3.
     assert scores["duplicate_rate"] == 0.5
     assert scores["dismissed_violations"] == 1  # c5: says what the dismissed row says
@@ -284,6 +285,8 @@ def test_anything_stored_where_nothing_should_be_is_junk():
                                            inserted=(Stored("USER", "", "很累"),))).junk
     assert score_case(NOTHING, Observation("n", ANSWERED)).junk is False
     assert score_case(TOUCH, Observation("t", ANSWERED)).junk is None  # not a junk case
+    short = one(case("s", "short", "谢谢!"))
+    assert score_case(short, Observation("s", SKIPPED)).junk is None  # never put to the model
 
 
 def test_an_unusable_answer_is_never_a_right_decision():
