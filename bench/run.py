@@ -1,5 +1,8 @@
 """Run the benchmarks and print one table each: `.venv/bin/python -m bench.run [names…]`.
 
+`bench.run quality …` is the memory-quality benchmark (`bench.quality`, its own options; see
+`bench.run quality --help`): it needs a model, not the bench database.
+
 Every figure is printed next to a baseline measured in the same run (absolute times on a shared
 2-core machine are noise; ratios are not).
 """
@@ -58,8 +61,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main() -> None:
-    args = parse_args()
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["quality"]:
+        from bench.quality import cli
+
+        cli.main(argv[1:])
+        return
+    args = parse_args(argv)
     names = args.names or list(BENCHMARKS)
     prepare_database(grow_buffer_pool=args.grow_buffer_pool)
     tables: list[Table] = []

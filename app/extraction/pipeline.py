@@ -16,6 +16,7 @@ The runner owns the transactions around these steps; nothing here commits.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,12 +144,19 @@ def read_inputs(job: ExtractionJob, outcome: Outcome) -> Inputs | None:
                   trigger.cooling_down(job.user_id, reads.cooldown))
 
 
-def ask_model(inputs: Inputs, outcome: Outcome) -> parser.Parsed | None:
+# What `ask_model` calls for the completion: `llm.complete` in every job. The quality bench
+# (`bench.quality`) passes one that records or replays the model's answers, so a saved run is
+# re-scored through this same parsing and these same outcomes.
+Complete = Callable[[llm.ChatModel, Sequence[dict[str, str]], float], llm.Completion]
+
+
+def ask_model(inputs: Inputs, outcome: Outcome,
+              complete: Complete | None = None) -> parser.Parsed | None:
     """One chat completion, parsed; None when the run is abandoned (`outcome` says why)."""
     outcome.model, outcome.prompt_chars = inputs.model.model, prompt.prompt_chars(inputs.messages)
     try:
-        completion = llm.complete(inputs.model, inputs.messages,
-                                  current_app.config["MEMORY_LLM_TIMEOUT_S"])
+        completion = (complete or llm.complete)(inputs.model, inputs.messages,
+                                                current_app.config["MEMORY_LLM_TIMEOUT_S"])
         outcome.count_tokens(completion)
         return parser.parse(completion.text)
     except (llm.LlmTimeout, llm.LlmInvalidResponse, parser.InvalidOutput) as exc:

@@ -1,0 +1,146 @@
+"""`python -m bench.run quality`: score one or two models (or a recorded run) on the labelled set.
+
+    python -m bench.run quality --base-url https://api.example.com/v1 --model small-model \
+        --model other-model --api-key-env EXAMPLE_API_KEY --record run.json
+    python -m bench.run quality --replay run.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from app.extraction.llm import DEFAULT_KEY_ENV
+from app.system import service as system
+from bench.common import ROOT
+from bench.quality import cases as labelled
+from bench.quality import recording, report, runner
+from bench.quality.runner import Answer, Endpoint
+from bench.quality.scoring import Scores, summarize
+
+DEFAULT_JSON = ROOT / "bench" / "results" / "quality-scores.json"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.run quality",
+        description="Run the labelled memory-extraction cases through the service's own "
+                    "prompt, parser and rules against an OpenAI-compatible model, and score "
+                    "what it learnt.")
+    parser.add_argument("--model", action="append", default=[],
+                        help="the provider's model name; twice to compare two models")
+    parser.add_argument("--base-url", action="append", default=[],
+                        help="the endpoint (…/v1); once for all models or once per --model "
+                             "(default: OPENAI_BASE_URL, else the openai client's default)")
+    parser.add_argument("--api-key-env", action="append", default=[],
+                        help="the environment variable holding the key; once for all models "
+                             "or once per --model (default: OPENAI_API_KEY)")
+    parser.add_argument("--concurrency", type=int, default=4,
+                        help="model calls in flight at once (default: 4)")
+    parser.add_argument("--timeout", type=float, default=30.0,
+                        help="seconds per model call before the case is abandoned, as a job "
+                             "would be (default: 30)")
+    parser.add_argument("--retries", type=int, default=2,
+                        help="further tries after a connection error, 429 or 5xx (default: 2)")
+    parser.add_argument("--retry-delay", type=float, default=1.0,
+                        help="seconds before the first retry, growing linearly (default: 1)")
+    parser.add_argument("--cases", type=Path, action="append",
+                        help="a JSONL file of cases (default: bench/quality/cases/*.jsonl)")
+    parser.add_argument("--kind", action="append", choices=labelled.KINDS,
+                        help="only the cases of this kind (repeatable)")
+    parser.add_argument("--json", type=Path, default=DEFAULT_JSON,
+                        help="where the scores go (default: bench/results/"
+                             "quality-scores.json)")
+    parser.add_argument("--record", type=Path,
+                        help="save every raw model answer, with tokens and latency, here")
+    parser.add_argument("--replay", type=Path,
+                        help="score a recorded run again instead of calling a model "
+                             "(--model picks among its models)")
+    args = parser.parse_args(argv)
+    if args.replay is None and not args.model:
+        parser.error("--model is required (or --replay FILE)")
+    if args.replay is not None and args.record is not None:
+        parser.error("--record and --replay do not go together")
+    for option in ("base_url", "api_key_env"):
+        values = getattr(args, option)
+        if len(values) > 1 and len(values) != len(args.model):
+            parser.error(f"--{option.replace('_', '-')}: once, or once per --model")
+    return args
+
+
+def endpoints(args: argparse.Namespace) -> list[Endpoint]:
+    """One endpoint per --model, each option given once applying to all."""
+    def nth(values: list[str], index: int, default: str | None) -> str | None:
+        if not values:
+            return default
+        return values[index] if len(values) > 1 else values[0]
+
+    return [Endpoint(model, nth(args.base_url, i, None),
+                     nth(args.api_key_env, i, DEFAULT_KEY_ENV))
+            for i, model in enumerate(args.model)]
+
+
+def unusable(endpoint: Endpoint) -> str | None:
+    """Why no case could call this endpoint (a job would skip every one), or None."""
+    try:
+        system.check_api_key_env(endpoint.api_key_env)
+        if endpoint.base_url:
+            system.check_base_url(endpoint.base_url)
+    except ValueError as exc:
+        return str(exc)
+    if not os.environ.get(endpoint.api_key_env):
+        return f"{endpoint.api_key_env} is not set: export the model's key in it first"
+    return None
+
+
+def _names(models: list[str]) -> list[str]:
+    """Column names: the model names, numbered when the same model is run twice."""
+    return [m if models.count(m) == 1 else f"{m} #{models[:i + 1].count(m)}"
+            for i, m in enumerate(models)]
+
+
+def main(argv: list[str] | None = None) -> list[Scores]:
+    args = parse_args(argv)
+    cases = labelled.load(args.cases)
+    if args.kind:
+        cases = [c for c in cases if c.kind in args.kind]
+    runs: list[tuple[str, Endpoint, dict[str, Answer] | None]]
+    if args.replay is not None:
+        recorded = recording.read(args.replay)
+        runs = [(name, Endpoint(model), answers) for name, model, answers in recorded
+                if not args.model or name in args.model or model in args.model]
+        if not runs:
+            sys.exit(f"{args.replay} holds none of the models {args.model}")
+    else:
+        chosen = endpoints(args)
+        for endpoint in chosen:
+            problem = unusable(endpoint)
+            if problem is not None:
+                sys.exit(f"quality: {problem}")
+        runs = [(name, endpoint, None)
+                for name, endpoint in zip(_names(args.model), chosen, strict=True)]
+    scores: list[Scores] = []
+    saved: list[tuple[str, str, dict[str, Answer]]] = []
+    for name, endpoint, answers in runs:
+        print(f"{name}: {len(cases)} cases", file=sys.stderr)
+        run = runner.run_model(cases, endpoint, name=name, recorded=answers,
+                               concurrency=args.concurrency, timeout_s=args.timeout,
+                               retries=args.retries, retry_delay_s=args.retry_delay,
+                               progress=runner.print_progress)
+        if run.stale:
+            print(f"note: {name}: {run.stale} recorded answers were given for a prompt that "
+                  "has changed since", file=sys.stderr)
+        scores.append(summarize(name, cases, run.observations))
+        saved.append((name, endpoint.model, run.answers))
+    if args.record is not None:
+        recording.write(args.record, saved)
+    meta = {"cases": len(cases), "replayed_from": str(args.replay) if args.replay else None}
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report.to_json(scores, **meta), ensure_ascii=False,
+                                    indent=1) + "\n", encoding="utf-8")
+    print(report.table(scores).render())
+    print(f"\nscores: {args.json}" + (f"; answers: {args.record}" if args.record else ""))
+    return scores

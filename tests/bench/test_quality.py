@@ -1,0 +1,447 @@
+"""The memory-quality benchmark (`python -m bench.run quality`), without a model: a scripted
+OpenAI-compatible server answers a known mix of right and wrong decisions, and every expected
+score below is counted by hand from that mix — never by calling the scorer. Runs on the
+benchmark's own SQLite database; no MariaDB or Redis needed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.extraction import llm
+from bench import run as bench_run
+from bench.quality import cases as labelled
+from bench.quality import cli, recording, runner
+from bench.quality.cases import Case, CaseError, parse_case, says
+from bench.quality.runner import Answer, Endpoint
+from bench.quality.scoring import (
+    ANSWERED,
+    INVALID,
+    SKIPPED,
+    Observation,
+    Stored,
+    percentile,
+    score_case,
+    summarize,
+)
+from tests.llm_server import ScriptedLlm
+
+KEY_ENV = "QUALITY_TEST_API_KEY"
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    """The scripted OpenAI-compatible server, its key in the environment variable the
+    benchmark is told to read."""
+    monkeypatch.setenv(KEY_ENV, "scripted-key")
+    llm.tls_context()  # loaded once per process: not inside the first case's timeout
+    server = ScriptedLlm()
+    yield server
+    server.close()
+
+
+def write_cases(path: Path, raw: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in raw),
+                    encoding="utf-8")
+    return path
+
+
+def case(id: str, kind: str, user: str, expect: list | None = None, *, project="mao",
+         memories: list | None = None, optional: list | None = None, lang="zh") -> dict:
+    return {"id": id, "kind": kind, "lang": lang, "project": project,
+            "memories": memories or [], "user": user, "assistant": "好的,已处理。",
+            "expect": expect or [], "optional": optional or []}
+
+
+def auto(ref: str, content: str, scope="USER", status="ACTIVE", source="AUTO", **extra) -> dict:
+    return {"ref": ref, "scope": scope, "source": source, "status": status,
+            "content": content, **extra}
+
+
+LONG = "(这是一段足够长、超过 D11 阈值的用户消息。)"
+
+# Thirteen cases, one scripted answer each (in case order: the run below asks one at a time).
+# Seeded rows get ids in case order on the fresh database: c3's row is 1, c4's is 2.
+MIX = [
+    case("c1", "user", "以后报告都用中文写" + LONG,
+         [{"action": "insert", "scope": "USER", "match": [["中文"]]}]),
+    case("c2", "nothing", "今天好累,陪我聊聊" + LONG),
+    case("c3", "touch", "我一直用 pnpm 的" + LONG, [{"action": "touch", "ref": "a"}],
+         memories=[auto("a", "用户习惯用 pnpm")]),
+    case("c4", "update", "This service targets Go 1.22 exactly, pinned in CI.",
+         [{"action": "update", "ref": "a", "match": [["1.22"]]}],
+         memories=[auto("a", "Service targets Go", scope="PROJECT")], lang="en"),
+    case("c5", "dismissed", "Keep answers concise, skip the preambles please.",
+         memories=[auto("d", "Prefers short answers", status="DISMISSED",
+                        match=[["short", "concise"]])], lang="en"),
+    case("c6", "manual", "回答里不要使用 emoji,我说过的" + LONG,
+         memories=[auto("m", "不要使用 emoji", source="MANUAL")],
+         optional=[{"action": "insert", "scope": "USER", "match": [["emoji"]]}]),
+    case("c7", "no_project_key", "我们项目的接口都走 gRPC" + LONG,
+         [{"action": "insert", "scope": "USER", "match": [["gRPC"]]}], project="weixin-bot"),
+    case("c8", "project", "这个仓库测试统一用 Vitest" + LONG,
+         [{"action": "insert", "scope": "PROJECT", "match": [["Vitest"]]}]),
+    case("c9", "short", "谢谢!"),
+    case("c10", "project", "This repo deploys to Fly.io on every push to main.",
+         [{"action": "insert", "scope": "PROJECT", "match": [["Fly"]]}], lang="en"),
+    case("c11", "nothing", "帮我把这段 SQL 改成 INNER JOIN" + LONG),
+    case("c12", "user", "我是红绿色弱,图表别只靠红绿区分" + LONG,
+         [{"action": "insert", "scope": "USER", "match": [["色弱"]]}]),
+    case("c13", "user", "I'm vegetarian, leave meat out of any recipe.",
+         [{"action": "insert", "scope": "USER", "match": [["vegetarian"]]}], lang="en"),
+]
+BIG_USAGE = {"prompt_tokens": 1000, "completion_tokens": 50, "total_tokens": 1050}
+# Long enough for a loaded shared machine to answer the fast calls well within it.
+TIMEOUT_S = 2.5
+
+
+def script_the_mix(server: ScriptedLlm) -> None:
+    server.reply_items([{"type": "user", "action": "insert", "content": "报告用中文"}],
+                       usage=BIG_USAGE)                                         # c1 right
+    server.reply_items([{"type": "user", "content": "用户今天很累"}])           # c2 junk
+    server.reply_items([{"type": "user", "content": "习惯使用 pnpm 管理依赖"}])  # c3 duplicate
+    server.reply_items([{"type": "project", "action": "update", "existingId": 2,
+                         "content": "Service targets Go 1.22"}])                 # c4 right
+    server.reply_items([{"type": "user", "content": "Prefers concise answers"}])  # c5 DISMISSED
+    server.reply_items([{"type": "user", "content": "不要使用 emoji"}])         # c6 MANUAL hit
+    server.reply_items([{"type": "project", "content": "接口都走 gRPC"}])       # c7 right (USER)
+    server.reply("Sure! The repo uses Vitest.")                                  # c8 invalid
+    # c9: under the D11 threshold, never asked
+    server.reply_items([{"type": "user", "content": "Deploys to Fly.io"}])      # c10 wrong scope
+    server.reply("[]")                                                           # c11 right
+    server.reply_items([{"type": "user", "content": "用户红绿色弱"}],
+                       delay=TIMEOUT_S + 1)                                    # c12 timeout
+    server.reply(status=500)                                                     # c13 retried…
+    server.reply_items([{"type": "user", "content": "User is vegetarian"}])     # …then right
+
+
+def run_the_mix(tmp_path: Path, server: ScriptedLlm, *extra: str) -> dict:
+    cases_file = write_cases(tmp_path / "mix.jsonl", MIX)
+    scores_file = tmp_path / "scores.json"
+    bench_run.main(["quality", "--base-url", server.base_url, "--model", "scripted-small",
+                    "--api-key-env", KEY_ENV, "--cases", str(cases_file), "--concurrency", "1",
+                    "--timeout", str(TIMEOUT_S), "--retries", "1", "--retry-delay", "0",
+                    "--json", str(scores_file), *extra])
+    return json.loads(scores_file.read_text(encoding="utf-8"))
+
+
+def test_scores_of_a_known_mix_of_right_and_wrong_answers_are_the_hand_counted_ones(
+        tmp_path, scripted):
+    script_the_mix(scripted)
+    data = run_the_mix(tmp_path, scripted)
+    (scores,) = data["models"]
+    # Right: c1, c4, c7, c9 (no call), c11, c13 (after one retry) — 6 of 13.
+    assert scores["cases"] == 13 and scores["calls"] == 12  # c9 is never asked
+    assert scores["decision_accuracy"] == round(6 / 13, 6)
+    # Written: c1, c2, c3, c4 (update), c5, c7, c10, c13 = 8; of which expected: c1, c4, c7, c13.
+    assert scores["stored_precision"] == 0.5
+    # Expected writes: c1, c4, c7, c8, c10, c12, c13 = 7; written as expected: 4.
+    assert scores["stored_recall"] == round(4 / 7, 6)
+    # Nothing expected (and nothing optional), put to the model: c2, c5, c11 (c9 is under the
+    # D11 threshold); something stored: c2, c5.
+    assert scores["junk_rate"] == round(2 / 3, 6)
+    # Touch or update expected: c3, c4; a new row instead: c3.
+    assert scores["duplicate_rate"] == 0.5
+    assert scores["dismissed_violations"] == 1  # c5: says what the dismissed row says
+    assert scores["manual_violations"] == 1  # c6: the exact words re-confirmed the MANUAL row
+    assert scores["invalid_output_rate"] == round(1 / 12, 6)  # c8
+    assert scores["failure_rate"] == round(1 / 12, 6)  # c12 timed out; c13 recovered
+    # Usage of the 11 answered calls (c12 has none): c1 1000/50, ten of 321/12.
+    assert scores["prompt_tokens_per_case"] == round((1000 + 10 * 321) / 11, 6)
+    assert scores["completion_tokens_per_case"] == round((50 + 10 * 12) / 11, 6)
+    assert scores["accuracy_by_kind"] == {
+        "dismissed": 0.0, "manual": 0.0, "no_project_key": 1.0, "nothing": 0.5,
+        "project": 0.0, "short": 1.0, "touch": 0.0, "update": 1.0, "user": round(2 / 3, 6)}
+    outcome = {c["case_id"]: (c["status"], c["correct"]) for c in scores["per_case"]}
+    assert outcome["c8"] == ("invalid", False)
+    assert outcome["c9"] == ("skipped", True)
+    assert outcome["c12"] == ("timeout", False)
+    assert outcome["c13"] == ("answered", True)
+    reasons = {c["case_id"]: c["reason"] for c in scores["per_case"]}
+    assert (reasons["c1"], reasons["c11"], reasons["c9"], reasons["c8"], reasons["c12"]) == (
+        "applied", "nothing_to_remember", "user_message_too_short", "invalid_output",
+        "llm_timeout")
+    changes = {c["case_id"]: c["changes"] for c in scores["per_case"]}
+    assert changes["c7"] == ["insert USER: 接口都走 gRPC"]  # a bot channel has no project
+    assert changes["c6"] == ["touch m"]
+    assert changes["c4"] == ["update a: Service targets Go 1.22"]
+
+
+def test_every_case_goes_through_the_jobs_prompt_with_its_memories(tmp_path, scripted):
+    """What the model is shown is the pipeline's prompt: the AUTO row with its id, the
+    dismissed words without one, no MANUAL row; a bot channel has no project."""
+    script_the_mix(scripted)
+    run_the_mix(tmp_path, scripted)
+    prompts = {r.prompt.split("<user_message>")[1].split("</user_message>")[0].strip()[:4]: r
+               for r in scripted.requests}
+    assert "- id=1 [用户] 用户习惯用 pnpm" in prompts["我一直用"].prompt
+    dismissed = prompts["Keep"].prompt
+    assert "已忽略的内容:\n- Prefers short answers" in dismissed and "id=" not in dismissed
+    assert "不要使用 emoji" not in prompts["回答里不"].prompt.split("<user_message>")[0]
+    assert "当前项目:(无" in prompts["我们项目"].prompt
+    assert {r.model for r in scripted.requests} == {"scripted-small"}
+    assert scripted.requests[0].headers["authorization"] == "Bearer scripted-key"
+
+
+def test_a_replayed_run_scores_exactly_as_the_recorded_one_without_a_model(tmp_path, scripted):
+    script_the_mix(scripted)
+    recorded = run_the_mix(tmp_path, scripted, "--record", str(tmp_path / "answers.json"))
+    scripted.close()  # nothing answers any more
+    replay_file = tmp_path / "replayed.json"
+    bench_run.main(["quality", "--replay", str(tmp_path / "answers.json"),
+                    "--cases", str(tmp_path / "mix.jsonl"), "--json", str(replay_file)])
+    replayed = json.loads(replay_file.read_text(encoding="utf-8"))
+    assert replayed["models"] == recorded["models"]
+    saved = recording.read(tmp_path / "answers.json")
+    ((name, model, answers),) = saved
+    assert (name, model) == ("scripted-small", "scripted-small")
+    assert set(answers) == {c["id"] for c in MIX} - {"c9"}
+    assert answers["c12"].error == "LlmTimeout" and answers["c12"].text is None
+    assert answers["c1"].prompt_tokens == 1000 and answers["c1"].latency_s > 0
+
+
+def test_replay_latency_percentiles_come_from_the_recording(tmp_path):
+    """Nearest rank over the recorded latencies of the cases that called the model."""
+    cases_file = write_cases(tmp_path / "cases.jsonl", [
+        case(f"n{i}", "nothing", f"第 {i} 个没有可记内容的对话" + LONG) for i in range(5)])
+    answers = {f"n{i}": Answer(text="[]", prompt_tokens=100 + i, completion_tokens=2,
+                               latency_s=latency)
+               for i, latency in enumerate([0.9, 0.1, 0.5, 0.3, 0.7])}
+    recording.write(tmp_path / "answers.json", [("small", "small-1", answers),
+                                                ("large", "large-1", answers)])
+    scores = cli.main(["--replay", str(tmp_path / "answers.json"), "--cases", str(cases_file),
+                       "--json", str(tmp_path / "scores.json")])
+    assert [s.model for s in scores] == ["small", "large"]  # side by side
+    for s in scores:
+        assert (s.latency_p50_s, s.latency_p95_s) == (0.5, 0.9)
+        assert s.prompt_tokens_per_case == 102 and s.decision_accuracy == 1.0
+
+
+def test_a_replayed_answer_given_for_another_prompt_is_counted_stale(tmp_path):
+    """The answer is still scored (re-scoring after a rule or label change is the point); the
+    run says how many answers were given for a prompt the case no longer builds."""
+    raw = case("n0", "nothing", "没有可记内容的一段对话" + LONG)
+    answers = {"n0": Answer(text="[]", prompt_sha256="0" * 64)}
+    run = runner.run_model([parse_case(raw)], Endpoint("small"), recorded=answers)
+    assert run.stale == 1 and run.observations[0].status == ANSWERED
+
+
+def test_model_calls_run_at_most_concurrency_at_a_time(tmp_path, scripted):
+    raw = [case(f"n{i}", "nothing", f"第 {i} 个没有可记内容的对话" + LONG) for i in range(6)]
+    for _ in raw:
+        scripted.reply("[]", delay=0.3)
+    run = runner.run_model([parse_case(c) for c in raw],
+                           Endpoint("scripted-small", scripted.base_url, KEY_ENV),
+                           concurrency=2, timeout_s=5)
+    assert [o.status for o in run.observations] == [ANSWERED] * 6
+    requests = scripted.requests
+    # Each call lasts 0.3 s; 50 ms of slack for the server noting a call's end after the
+    # client has read its answer.
+    overlap = max(sum(r.started <= q.started < r.ended - 0.05 for r in requests)
+                  for q in requests)
+    assert overlap == 2
+
+
+def test_two_models_are_run_and_scored_side_by_side(tmp_path, scripted):
+    raw = [case("u1", "user", "以后报告都用中文写" + LONG,
+                [{"action": "insert", "scope": "USER", "match": [["中文"]]}])]
+    scripted.reply_items([{"type": "user", "content": "报告用中文"}])
+    scripted.reply("[]")
+    scores = cli.main(["--base-url", scripted.base_url, "--model", "small", "--model", "large",
+                       "--api-key-env", KEY_ENV, "--cases",
+                       str(write_cases(tmp_path / "c.jsonl", raw)),
+                       "--json", str(tmp_path / "s.json")])
+    assert [(s.model, s.decision_accuracy) for s in scores] == [("small", 1.0), ("large", 0.0)]
+    assert [r.model for r in scripted.requests] == ["small", "large"]
+
+
+# ---- the scoring, as pure functions ---------------------------------------------------------
+
+def one(raw: dict) -> Case:
+    return parse_case(raw)
+
+
+TOUCH = one(case("t", "touch", "我一直用 pnpm 的" + LONG, [{"action": "touch", "ref": "a"}],
+                 memories=[auto("a", "用户习惯用 pnpm")]))
+NOTHING = one(case("n", "nothing", "今天好累,陪我聊聊" + LONG))
+
+
+def test_a_touch_is_right_only_when_the_expected_row_alone_is_touched():
+    assert score_case(TOUCH, Observation("t", ANSWERED, touched=("a",))).correct
+    assert not score_case(TOUCH, Observation("t", ANSWERED)).correct
+
+
+def test_an_insert_where_a_touch_was_expected_is_a_duplicate():
+    score = score_case(TOUCH, Observation("t", ANSWERED,
+                                          inserted=(Stored("USER", "", "用 pnpm"),)))
+    assert (score.correct, score.duplicate, score.stored, score.stored_right) == \
+        (False, True, 1, 0)
+
+
+def test_anything_stored_where_nothing_should_be_is_junk():
+    assert score_case(NOTHING, Observation("n", ANSWERED,
+                                           inserted=(Stored("USER", "", "很累"),))).junk
+    assert score_case(NOTHING, Observation("n", ANSWERED)).junk is False
+    assert score_case(TOUCH, Observation("t", ANSWERED)).junk is None  # not a junk case
+    short = one(case("s", "short", "谢谢!"))
+    assert score_case(short, Observation("s", SKIPPED)).junk is None  # never put to the model
+
+
+def test_an_unusable_answer_is_never_a_right_decision():
+    assert not score_case(NOTHING, Observation("n", INVALID, called=True)).correct
+    assert score_case(NOTHING, Observation("n", SKIPPED)).correct
+
+
+def test_a_fact_in_the_wrong_scope_is_neither_recalled_nor_precise():
+    project = one(case("p", "project", "这个仓库测试统一用 Vitest" + LONG,
+                       [{"action": "insert", "scope": "PROJECT", "match": [["Vitest"]]}]))
+    wrong = score_case(project, Observation("p", ANSWERED,
+                                            inserted=(Stored("USER", "", "用 Vitest"),)))
+    right = score_case(project, Observation("p", ANSWERED,
+                                            inserted=(Stored("PROJECT", "mao", "用 Vitest"),)))
+    assert (wrong.recalled, wrong.stored_right, wrong.correct) == (0, 0, False)
+    assert (right.recalled, right.stored_right, right.correct) == (1, 1, True)
+
+
+def test_an_optional_insert_is_neither_wrong_nor_junk_and_the_manual_row_stays():
+    manual = one(case("m", "manual", "请一直用中文回复我" + LONG,
+                      memories=[auto("m", "回答时使用中文", source="MANUAL")],
+                      optional=[{"action": "insert", "scope": "USER", "match": [["中文"]]}]))
+    added = score_case(manual, Observation("m", ANSWERED,
+                                           inserted=(Stored("USER", "", "用中文回复"),)))
+    assert (added.correct, added.junk, added.stored_right, added.manual_violation) == \
+        (True, None, 1, False)
+    touched = score_case(manual, Observation("m", ANSWERED, touched=("m",), changed=("m",)))
+    assert (touched.correct, touched.manual_violation) == (False, True)
+
+
+def test_writing_what_a_dismissed_row_says_is_a_dismissed_violation():
+    dismissed = one(case("d", "dismissed", "Keep answers concise, skip the preambles please.",
+                         memories=[auto("d", "Prefers short answers", status="DISMISSED",
+                                        match=[["short", "concise"]])], lang="en"))
+    said = score_case(dismissed, Observation("d", ANSWERED, inserted=(
+        Stored("USER", "", "Likes CONCISE answers"),)))
+    other = score_case(dismissed, Observation("d", ANSWERED, inserted=(
+        Stored("USER", "", "Uses zsh"),)))
+    assert (said.dismissed_violation, other.dismissed_violation) == (True, False)
+    assert not said.manual_violation
+
+
+def test_summary_rates_over_their_own_denominators():
+    observations = [Observation("t", ANSWERED, called=True, inserted=(
+        Stored("USER", "", "pnpm"),), prompt_tokens=300, completion_tokens=10, latency_s=2.0),
+                    Observation("n", ANSWERED, called=True, prompt_tokens=100,
+                                completion_tokens=4, latency_s=1.0)]
+    scores = summarize("m", [TOUCH, NOTHING], observations)
+    assert (scores.decision_accuracy, scores.junk_rate, scores.duplicate_rate) == \
+        (0.5, 0.0, 1.0)
+    assert (scores.stored_precision, scores.stored_recall) == (0.0, None)
+    assert (scores.prompt_tokens_per_case, scores.completion_tokens_per_case) == (200, 7)
+    assert (scores.latency_p50_s, scores.latency_p95_s) == (1.0, 2.0)
+
+
+def test_percentile_is_a_nearest_rank_value():
+    values = [float(v) for v in range(1, 21)]
+    assert (percentile(values, 50), percentile(values, 95), percentile(values, 100)) == \
+        (10.0, 19.0, 20.0)
+    assert percentile([], 50) is None
+
+
+def test_stored_words_say_a_match_whatever_their_case_width_and_spaces():
+    assert says("用户习惯用 PNPM 9.x", ((("pnpm",), ("9",))))
+    assert says("Ｖｉｔｅｓｔ for unit tests", (("vitest",),))
+    assert says("报告 用 中文", (("用中文",),))
+    assert not says("用户习惯用 npm", (("pnpm",),))
+
+
+# ---- the labelled set -----------------------------------------------------------------------
+
+def test_labelled_set_holds_120_cases_in_both_languages_and_every_kind():
+    cases = labelled.load()
+    assert len(cases) >= 120
+    assert {c.lang for c in cases} == {"zh", "en"}
+    assert {c.kind for c in cases} == set(labelled.KINDS)
+    assert min(sum(c.lang == lang for c in cases) for lang in ("zh", "en")) >= 50
+
+
+def ideal_answer(case: Case, ids: dict[str, int]) -> str:
+    """What a perfect model answers for `case`: each expected effect, worded from the first
+    keyword of each group; a project fact of a session without a valid key as type=project
+    (the pipeline must store it as USER)."""
+    def words(effect) -> str:
+        return " ".join(group[0] for group in effect.match)
+
+    items = []
+    for effect in case.expect:
+        if effect.action == "insert":
+            project = effect.scopes[0] == "PROJECT" or case.kind == "no_project_key"
+            items.append({"type": "project" if project else "user", "content": words(effect)})
+            continue
+        memory = case.refs[effect.ref]
+        item = {"type": memory.scope.lower(), "action": effect.action,
+                "existingId": ids[effect.ref]}
+        if effect.action == "update":
+            item["content"] = f"{memory.content}; {words(effect)}"
+        items.append(item)
+    return json.dumps(items, ensure_ascii=False)
+
+
+def test_the_labelled_set_is_learnable_through_the_pipeline(tmp_path):
+    """Perfect answers, replayed through the real parser and rules, score perfectly: every
+    label is something the service can do (ids, groups, downgrades, D11)."""
+    cases = labelled.load()
+    answers, next_id = {}, 1
+    for c in cases:
+        ids = {m.ref: next_id + i for i, m in enumerate(c.memories)}  # seeded in case order
+        next_id += len(c.memories)
+        answers[c.id] = Answer(text=ideal_answer(c, ids))
+    run = runner.run_model(cases, Endpoint("ideal"), recorded=answers)
+    scores = summarize("ideal", cases, run.observations)
+    wrong = [s.case_id for s in scores.per_case if not s.correct]
+    assert wrong == []
+    assert (scores.stored_precision, scores.stored_recall, scores.junk_rate,
+            scores.duplicate_rate, scores.dismissed_violations, scores.manual_violations) == \
+        (1.0, 1.0, 0.0, 0.0, 0, 0)
+    assert scores.calls == sum(c.kind != "short" for c in cases)
+
+
+def test_a_project_fact_without_a_valid_project_key_must_be_expected_as_user():
+    with pytest.raises(CaseError, match="stored as USER"):
+        parse_case(case("x", "no_project_key", "我们项目的接口都走 gRPC" + LONG,
+                        [{"action": "insert", "scope": "PROJECT", "match": [["gRPC"]]}],
+                        project="weixin-bot"))
+
+
+def test_short_is_exactly_the_messages_under_the_d11_threshold():
+    with pytest.raises(CaseError, match="D11"):
+        parse_case(case("x", "nothing", "谢谢!"))
+    with pytest.raises(CaseError, match="D11"):
+        parse_case(case("x", "short", "这是一段足够长、超过阈值的用户消息,没有可记内容"))
+
+
+def test_only_active_machine_made_rows_can_be_expected_touched():
+    with pytest.raises(CaseError, match="machine-made"):
+        parse_case(case("x", "touch", "请一直用中文回复我" + LONG,
+                        [{"action": "touch", "ref": "m"}],
+                        memories=[auto("m", "回答时使用中文", source="MANUAL")]))
+
+
+def test_quality_needs_a_model_or_a_recording(capsys):
+    with pytest.raises(SystemExit):
+        cli.parse_args([])
+    assert "--model is required" in capsys.readouterr().err
+
+
+def test_an_unset_key_variable_stops_the_run_before_any_case(monkeypatch, tmp_path):
+    monkeypatch.delenv("QUALITY_UNSET_API_KEY", raising=False)
+    with pytest.raises(SystemExit, match="QUALITY_UNSET_API_KEY is not set"):
+        cli.main(["--model", "m", "--api-key-env", "QUALITY_UNSET_API_KEY",
+                  "--json", str(tmp_path / "s.json")])
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_progress_goes_to_stderr(capsys):
+    runner.print_progress(25, 122)
+    assert capsys.readouterr().err == "25/122\n"
