@@ -93,6 +93,13 @@
     }
   });
 
+  // ---- the agent's view follows every change, while it is open ----
+
+  document.addEventListener('htmx:confirm', function (event) {
+    var panel = event.target.id === 'preview-body' && event.target.closest('details');
+    if (panel && !panel.open) event.preventDefault();
+  });
+
   // ---- typed text is never discarded without asking ----
 
   function unsavedEdits() {

@@ -9,6 +9,7 @@ their own (the request's session ends with the request).
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from flask import current_app
@@ -144,6 +145,31 @@ def context_json(user_id: int, project_key: str | None) -> str:
     """The memories to inject into a new session's system prompt and the exact block, as the
     JSON text the envelope carries: the platform's context read and the user's preview."""
     return context.block_json(user_id, rules.valid_project_key(project_key, bot_project_keys()))
+
+
+def active_count(user_id: int) -> int:
+    """How many ACTIVE memories the user has, against the cap (`rules.ACTIVE_PER_USER_MAX`)."""
+    return repository.count_active(user_id)
+
+
+def beyond_injection_caps(user_id: int, items: Iterable[MemoryItem]) -> set[int]:
+    """The ids among `items` that are ACTIVE yet no new session gets today: beyond the newest
+    `INJECT_PROJECT_MAX` of their project or `INJECT_USER_MAX` USER rows (SPEC §9). A project a
+    session cannot be in (a bot key) gets no mark: no cap is what keeps it out."""
+    bots = bot_project_keys()
+    active = [item for item in items if item.status == Status.ACTIVE]
+    keys = {item.project_key for item in active if item.scope == Scope.PROJECT
+            and rules.valid_project_key(item.project_key, bots) == item.project_key}
+    if not active:
+        return set()
+    injected = repository.injected_ids(user_id, keys)
+    return {item.id for item in active if item.id not in injected
+            and (item.scope == Scope.USER or item.project_key in keys)}
+
+
+def items_among(user_id: int, item_ids: Collection[int]) -> list[MemoryItem]:
+    """The user's memories among `item_ids`; gone and others' ones left out."""
+    return repository.owned_among(user_id, item_ids)
 
 
 def preview(user_id: int, project_key: str | None) -> dict[str, Any]:

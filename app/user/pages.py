@@ -30,6 +30,9 @@ ACCESS_PAGE_SIZE = 10
 SCOPE_TABS = (("", "全部"), (Scope.USER.value, "用户"), (Scope.PROJECT.value, "项目"))
 STATUS_TABS = ((Status.ACTIVE.value, "生效中"), (Status.DISMISSED.value, "已忽略"))
 LIST_TARGET = "#memory-list"
+# Sent after every change of the user's memories: 已用 N / 200, the rows' injection marks and an
+# open preview fetch themselves again (a change to one row may move another past a cap).
+CHANGED = {"HX-Trigger-After-Swap": "memory-changed"}
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,15 @@ def _listing(view: MemoryView) -> Page[MemoryItem]:
     return service.list_items(_user_id(), view.filters(), PageRequest(view.page, PAGE_SIZE))
 
 
+def _beyond(*items: MemoryItem) -> set[int]:
+    """Which of `items` a new session would not get today (marked in their rows)."""
+    return service.beyond_injection_caps(_user_id(), items)
+
+
+def _row(item: MemoryItem, **context: Any) -> str:
+    return render_template("memory/_row.html", item=item, beyond=_beyond(item), **context)
+
+
 def _list_context(view: MemoryView) -> dict[str, Any]:
     listing = _listing(view)
     if not listing.records and listing.total and view.page > listing.pages:
@@ -116,14 +128,17 @@ def _list_context(view: MemoryView) -> dict[str, Any]:
         view = replace(view, page=listing.pages)
         listing = _listing(view)
     projects = service.project_choices(_user_id()) if view.scope == Scope.PROJECT else []
-    return {"view": view, "listing": listing, "scope_tabs": SCOPE_TABS,
+    return {"view": view, "listing": listing, "beyond": _beyond(*listing.records),
+            "scope_tabs": SCOPE_TABS,
             "status_tabs": STATUS_TABS, "projects": projects}
 
 
 @bp.context_processor
 def limits() -> dict[str, int]:
-    """Templates show the same limit the service enforces."""
-    return {"content_max": rules.MANUAL_CONTENT_MAX}
+    """Templates show the same limits the service enforces."""
+    return {"content_max": rules.MANUAL_CONTENT_MAX, "active_max": rules.ACTIVE_PER_USER_MAX,
+            "inject_user_max": rules.INJECT_USER_MAX,
+            "inject_project_max": rules.INJECT_PROJECT_MAX}
 
 
 @bp.get("")
@@ -134,9 +149,21 @@ def memory_page():
     if not pages.is_htmx():
         enabled = service.auto_capture_enabled(_user_id())
         context.update(auto_capture=enabled, capture_warning=_capture_warning(enabled),
-                       preview_projects=service.project_choices(_user_id()))
+                       preview_projects=service.project_choices(_user_id()),
+                       active_count=service.active_count(_user_id()))
     return pages.canonical(pages.page_or_fragment("memory/page.html", "memory/_list.html",
                                                   **context), context["view"].url())
+
+
+@bp.get("/usage")
+def usage():
+    """已用 N / 200 again, and the injection marks of the rows on screen (`row`, the ids the
+    page sends), after a change: out of band, each into its row's own slot."""
+    ids = [int(value) for value in request.args.getlist("row") if value.isascii()
+           and value.isdigit()]
+    items = service.items_among(_user_id(), ids)
+    return render_template("memory/_usage.html", active_count=service.active_count(_user_id()),
+                           items=items, beyond=_beyond(*items))
 
 
 @bp.get("/items/<int:item_id>/history")
@@ -195,13 +222,15 @@ def create_memory():
         response.headers.update({"HX-Retarget": LIST_TARGET, "HX-Reswap": "outerHTML"})
     elif total:
         response = make_response(render_template(
-            "memory/_created.html", shown=True, item=item, total=total, text="已新增记忆。"), 201)
+            "memory/_created.html", shown=True, item=item, total=total, text="已新增记忆。",
+            beyond=_beyond(item)), 201)
     else:
         default = MemoryView()
         response = make_response(render_template(
             "memory/_created.html", shown=False, text="已新增记忆,它在「全部 · 生效中」的最前面。",
             link={"href": default.url(), "text": "去看看"}), 201)
     response.headers["HX-Trigger"] = "memory-created"
+    response.headers.update(CHANGED)
     return response
 
 
@@ -209,7 +238,7 @@ def create_memory():
 def memory_row(item_id: int):
     """One row, read-only (what 取消 returns to); `focus` names the button that takes focus."""
     item = service.get_item(_user_id(), item_id)
-    return render_template("memory/_row.html", item=item, focus=request.args.get("focus"))
+    return _row(item, focus=request.args.get("focus"))
 
 
 @bp.get("/items/<int:item_id>/edit")
@@ -240,8 +269,8 @@ def update_memory(item_id: int):
         html = render_template("memory/_row_edit.html", item=item, content=content,
                                error=pages.describe(exc))
         return make_response(html, pages.as_api_error(exc).http_status)
-    html = render_template("memory/_row.html", item=item, focus="edit")
-    return html + render_template("_toast_oob.html", text="已保存。")
+    html = _row(item, focus="edit") + render_template("_toast_oob.html", text="已保存。")
+    return html, CHANGED
 
 
 @bp.patch("/items/<int:item_id>/status")
@@ -252,9 +281,9 @@ def set_memory_status(item_id: int):
     item = service.update_item(_user_id(), item_id,
                                status=params.status(request.form.get("new_status")))
     view = MemoryView.from_values(request.values)
-    template = "memory/_row.html" if item.status == view.status else "memory/_row_gone.html"
-    return (render_template(template, item=item, view=view, focus="status")
-            + render_template("memory/_summary_oob.html", total=_view_total(view)))
+    row = (_row(item, view=view, focus="status") if item.status == view.status
+           else render_template("memory/_row_gone.html", item=item, view=view))
+    return row + render_template("memory/_summary_oob.html", total=_view_total(view)), CHANGED
 
 
 @bp.delete("/items/<int:item_id>")
@@ -264,7 +293,7 @@ def delete_memory(item_id: int):
     service.delete_item(_user_id(), item_id)
     view = MemoryView.from_values(request.values)
     return (render_template("memory/_row_deleted.html", item_id=item_id, content=content)
-            + render_template("memory/_summary_oob.html", total=_view_total(view)))
+            + render_template("memory/_summary_oob.html", total=_view_total(view))), CHANGED
 
 
 @bp.patch("/auto-capture")
