@@ -18,6 +18,7 @@ from flask import (
     redirect,
     render_template,
     request,
+    session,
     url_for,
 )
 
@@ -86,8 +87,12 @@ def _next_url() -> str:
 
 
 def login_redirect() -> Response:
-    """To the login page; htmx follows `HX-Redirect` with a full navigation."""
-    target = url_for("auth.login", next=_next_url())
+    """To the login page; htmx follows `HX-Redirect` with a full navigation. A request from a
+    page that was logged in (htmx, or a cookie that named a login) says the login expired, so the
+    login page can say so rather than look like a first visit."""
+    # "_user_id": where Flask-Login keeps the login the cookie named.
+    expired = is_htmx() or "_user_id" in session
+    target = url_for("auth.login", next=_next_url(), expired=1 if expired else None)
     if is_htmx():
         response = make_response("", 401)
         response.headers["HX-Redirect"] = target

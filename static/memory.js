@@ -131,7 +131,104 @@
     var edits = unsavedEdits();
     if (edits.length) edits[0].focus();
   }, true);
+  // Set when the login expired and what was typed is kept as a draft: leaving is then safe.
+  var draftsKept = false;
   window.addEventListener('beforeunload', function (event) {
-    if (unsavedEdits().length) event.preventDefault();
+    if (!draftsKept && unsavedEdits().length) event.preventDefault();
   });
+
+  // ---- an expired login loses no typed text ----
+  // A 401 answers with HX-Redirect to the login page, which brings the person back here. What
+  // the edits and the add dialog hold goes into this tab's sessionStorage first, and comes back
+  // into the same forms when the page loads again.
+
+  var DRAFTS = 'memory-drafts';
+
+  function keepDrafts() {
+    var drafts = {edits: {}, added: null};
+    document.querySelectorAll('form[data-inline-edit]').forEach(function (form) {
+      var area = form.querySelector('textarea');
+      var row = form.closest('li[id^="memory-"]');
+      if (area && row && area.value !== area.defaultValue) drafts.edits[row.id] = area.value;
+    });
+    var dialog = document.getElementById('memory-dialog');
+    var content = document.getElementById('memory-content');
+    if (dialog && dialog.open && content && content.value.trim()) {
+      var project = dialog.querySelector('[name=projectKey]');
+      drafts.added = {scope: document.getElementById('memory-scope').value, content: content.value,
+                      projectKey: project ? project.value : ''};
+    }
+    if (Object.keys(drafts.edits).length || drafts.added) {
+      try { sessionStorage.setItem(DRAFTS, JSON.stringify(drafts)); } catch (e) { return; }
+      draftsKept = true;
+    }
+  }
+
+  document.addEventListener('htmx:beforeOnLoad', function (event) {
+    if (event.detail.xhr.status === 401) keepDrafts();
+  });
+
+  function notice(text) {
+    var region = document.getElementById('toast');
+    if (!region) return;
+    var message = document.createElement('div');
+    message.className = 'toast-message notice';
+    message.setAttribute('role', 'status');
+    var line = document.createElement('p');
+    line.textContent = text;
+    var close = document.createElement('button');
+    close.type = 'button';
+    close.className = 'toast-close';
+    close.dataset.dismissToast = '';
+    close.setAttribute('aria-label', '关闭');
+    close.textContent = '×';
+    message.append(line, close);
+    region.replaceChildren(message);
+  }
+
+  function restoreEdit(rowId, text) {
+    var row = document.getElementById(rowId);
+    var edit = row && row.querySelector('[hx-get$="/edit"]');
+    if (!edit) return false;
+    htmx.ajax('GET', edit.getAttribute('hx-get'), {source: edit, target: row, swap: 'outerHTML'})
+      .then(function () {
+        var area = document.querySelector('#' + rowId + ' textarea');
+        if (!area) return;
+        area.value = text;
+        refresh(area.closest('form'));
+        area.focus();
+      });
+    return true;
+  }
+
+  function restoreDrafts() {
+    var raw = null;
+    try { raw = sessionStorage.getItem(DRAFTS); sessionStorage.removeItem(DRAFTS); } catch (e) { return; }
+    if (!raw) return;
+    var drafts = JSON.parse(raw);
+    var lost = [];
+    Object.keys(drafts.edits || {}).forEach(function (rowId) {
+      if (!restoreEdit(rowId, drafts.edits[rowId])) lost.push(drafts.edits[rowId]);
+    });
+    if (drafts.added) {
+      var dialog = document.getElementById('memory-dialog');
+      openAddDialog(dialog);
+      document.getElementById('memory-content').value = drafts.added.content;
+      var scope = document.getElementById('memory-scope');
+      if (drafts.added.scope !== scope.value) {
+        scope.value = drafts.added.scope;
+        htmx.trigger(scope, 'change');
+      }
+      refresh(dialog.querySelector('form'));
+    }
+    notice(lost.length
+      ? '登录过期前没保存的内容(所在的记忆已不在本页):' + lost.join(' / ')
+      : '已恢复登录过期前没保存的内容,请确认后保存。');
+  }
+
+  if (document.readyState === 'loading') {
+    document.addEventListener('DOMContentLoaded', restoreDrafts);
+  } else {
+    restoreDrafts();
+  }
 })();
