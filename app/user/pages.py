@@ -10,11 +10,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from flask import make_response, render_template, request, url_for
+from flask import Response, make_response, redirect, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 
 from app import messages, pages, params
-from app.errors import DomainError
+from app.errors import DomainError, MemoryNotFound
 from app.extraction import llm
 from app.memory import access_log as access
 from app.memory import rules, service
@@ -146,6 +146,9 @@ def memory_page():
     """我的记忆: the whole page, or for htmx only the list (tabs, status filter, paging)."""
     view = MemoryView.from_values(request.args)
     context = _list_context(view)
+    if not pages.is_htmx() and context["view"] != view:
+        # A page past the last (`?page=999`): the address names the page shown.
+        return redirect(context["view"].url())
     if not pages.is_htmx():
         enabled = service.auto_capture_enabled(_user_id())
         context.update(auto_capture=enabled, capture_warning=_capture_warning(enabled),
@@ -153,6 +156,18 @@ def memory_page():
                        active_count=service.active_count(_user_id()))
     return pages.canonical(pages.page_or_fragment("memory/page.html", "memory/_list.html",
                                                   **context), context["view"].url())
+
+
+@bp.errorhandler(MemoryNotFound)
+def memory_gone(exc: MemoryNotFound) -> Response:
+    """A row whose memory is gone (deleted in another tab): the toast says so, and the row on
+    screen loses its buttons, keeping an edit's unsaved text in view to copy."""
+    response = pages.api_error_response(exc)
+    item_id = (request.view_args or {}).get("item_id")
+    if pages.is_htmx() and item_id is not None:
+        response.set_data(response.get_data(as_text=True) + render_template(
+            "memory/_row_missing.html", item_id=item_id, content=request.form.get("content")))
+    return response
 
 
 @bp.get("/usage")
