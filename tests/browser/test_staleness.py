@@ -1,5 +1,6 @@
 """What the page shows stays true: a memory dismissed leaves an open preview at once, a row deleted
-elsewhere loses its buttons when the toast says so, and a page past the last corrects the address."""
+elsewhere loses its buttons when the toast says so, and a page past the last corrects
+the address."""
 
 from __future__ import annotations
 
