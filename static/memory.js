@@ -18,8 +18,14 @@
     var out = document.getElementById(area.dataset.counter);
     if (!out) return;
     var n = counted(area.value);
-    out.textContent = n + ' / ' + area.dataset.max;
-    out.classList.toggle('over', n > Number(area.dataset.max));
+    var max = Number(area.dataset.max);
+    out.textContent = n + ' / ' + max;
+    out.classList.toggle('over', n > max);
+    // Why 保存 is pale, in words: a red number alone does not say it.
+    var why = area.form && area.form.querySelector('[data-why]');
+    if (why) {
+      why.textContent = n > max ? '超出 ' + (n - max) + ' 字:内容最多 ' + max + ' 字,删减后才能保存。' : '';
+    }
   }
 
   function certainToFail(form) {

@@ -202,8 +202,34 @@ def preview():
 def access_log():
     """访问记录: who read this user's memories as an auditor, newest first."""
     request_page = PageRequest.parse(request.args.get("page"), ACCESS_PAGE_SIZE)
-    return render_template("memory/_access_log.html",
-                           log=access.page(request_page, _user_id()))
+    log = access.page(request_page, _user_id())
+    ids = {record.memory_id for record in log.records if record.memory_id is not None}
+    contents = {item.id: item.content for item in service.items_among(_user_id(), ids)}
+    return render_template("memory/_access_log.html", log=log, lines=_grouped(log.records),
+                           contents=contents)
+
+
+@dataclass(frozen=True)
+class AccessLine:
+    """Identical reads in one minute, shown once with how many there were."""
+
+    access: access.Access
+    count: int
+
+
+def _grouped(records: list[access.Access]) -> list[AccessLine]:
+    """Consecutive reads by the same viewer of the same thing within the same minute."""
+    lines: list[AccessLine] = []
+    for record in records:
+        last = lines[-1].access if lines else None
+        if last is not None and (last.viewer_id, last.what, last.memory_id,
+                                 last.at.replace(second=0, microsecond=0)) == (
+                record.viewer_id, record.what, record.memory_id,
+                record.at.replace(second=0, microsecond=0)):
+            lines[-1] = AccessLine(last, lines[-1].count + 1)
+        else:
+            lines.append(AccessLine(record, 1))
+    return lines
 
 
 @bp.get("/projects")
