@@ -57,13 +57,22 @@ def page_or_fragment(page: str, fragment: str, **context: Any) -> str:
     return render_template(fragment if is_htmx() else page, **context)
 
 
+# Sent by the pages' script with a search fired by a pause in typing (not Enter): its address
+# replaces the current history entry, so Back does not walk through half-typed queries.
+TYPING = "X-Search-Typing"
+
+
 def canonical(html: str, url: str) -> Response:
     """A page or fragment whose view lives in the URL: htmx pushes `url`, the view's own
     address (defaults and empty fields left out), not the request's — a search form sends
-    every field, empty or not."""
+    every field, empty or not. A new history entry only for a view the person committed to:
+    the address shown already (Enter after a pause) or a pause in typing replaces instead."""
     response = make_response(html)
     if is_htmx():
-        response.headers["HX-Push-Url"] = url
+        shown = urlsplit(request.headers.get("HX-Current-URL", ""))
+        here = shown.path + (f"?{shown.query}" if shown.query else "")
+        replace = here == url or request.headers.get(TYPING) == "true"
+        response.headers["HX-Replace-Url" if replace else "HX-Push-Url"] = url
     return response
 
 

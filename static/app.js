@@ -53,6 +53,16 @@
     if (event.target.closest('[data-follows]')) return;
     if (!toast() || !toast().contains(event.target)) clearToast();
   });
+  // Slow networks: what is being replaced says so (aria-busy; dimmed after a moment by the
+  // stylesheet), and the link or button pressed shows it is working (htmx's .htmx-request).
+  document.addEventListener('htmx:beforeRequest', function (event) {
+    var target = event.detail.target;
+    if (target && target !== toast()) target.setAttribute('aria-busy', 'true');
+  });
+  document.addEventListener('htmx:afterRequest', function (event) {
+    var target = event.detail.target;
+    if (target) target.removeAttribute('aria-busy');
+  });
   document.addEventListener('htmx:responseError', function () {
     showFailure('请求失败:服务暂时不可用,请稍后重试。');
   });

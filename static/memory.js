@@ -87,6 +87,14 @@
 
   // (Not by class: htmx keeps a swapped-in row's old class until it settles.)
   document.addEventListener('keydown', function (event) {
+    // Escape in a delete confirmation is its 取消, as in an edit.
+    var confirming = event.key === 'Escape' && event.target.closest
+      && event.target.closest('.confirm-actions');
+    if (confirming) {
+      event.preventDefault();
+      confirming.querySelector('button').click();
+      return;
+    }
     if (!event.target.matches('textarea')) return;
     var form = event.target.closest('form');
     var cancel = form.querySelector('[data-cancel]');
@@ -97,6 +105,38 @@
       event.preventDefault();
       form.querySelector('button[type=submit]').click();
     }
+  });
+
+  // ---- where the focus goes when a list or the access log is replaced under it ----
+  // The link pressed (下一页, a tab, 更早, 清除…) is gone with the old content. The focus moves to
+  // the top of a new page of the list (where it was scrolled to), to the search box after
+  // clearing, else to the same link in the new content (a tab, 更早), else its counterpart
+  // (较新 on the last page), so the keyboard goes on from where the eyes are.
+
+  var pressed = null;
+  document.addEventListener('htmx:beforeRequest', function (event) {
+    var elt = event.detail.elt;
+    var region = elt.closest && elt.closest('#memory-list, #access-log-body');
+    pressed = region && elt.matches('a') && document.activeElement === elt
+      ? {text: elt.textContent.trim(), rel: elt.getAttribute('rel'), region: region.id,
+         clear: elt.hasAttribute('data-clear-search'), pager: !!elt.closest('.pager')}
+      : null;
+  });
+  document.addEventListener('htmx:afterSettle', function () {
+    var was = pressed;
+    if (!was || (document.activeElement && document.activeElement !== document.body)) return;
+    pressed = null;
+    var region = document.getElementById(was.region);
+    if (!region) return;
+    var links = Array.from(region.querySelectorAll('a'));
+    var same = links.find(function (a) { return a.textContent.trim() === was.text; });
+    var pager = was.pager && region.querySelector('.pager a');
+    var top = region.querySelector('.summary') || region;
+    var next = was.clear ? document.getElementById('memory-q')
+      : (was.pager && was.region === 'memory-list') ? top : same || pager || top;
+    if (!next) return;
+    if (!next.matches('a, button, input, select, textarea')) next.setAttribute('tabindex', '-1');
+    next.focus({preventScroll: true});
   });
 
   // ---- the agent's view follows every change, while it is open ----
@@ -114,6 +154,7 @@
   }
 
   var pendingRequest = null;
+  var pendingFrom = null;
 
   // Tabs, filters, the search and the pager replace the list's rows, open edits included.
   document.addEventListener('htmx:confirm', function (event) {
@@ -122,7 +163,29 @@
         || unsavedEdits().length === 0) return;
     event.preventDefault();
     pendingRequest = event.detail.issueRequest;
+    pendingFrom = event.detail.elt;
     document.getElementById('discard-dialog').showModal();
+  });
+
+  // The search box and project select show the view the list shows: after 继续编辑 they go back
+  // to it (the list kept its view; what was typed into the box was not searched).
+  function matchTheList() {
+    var shown = document.getElementById('memory-view');
+    if (!shown) return;
+    var q = document.getElementById('memory-q');
+    if (q) q.value = shown.querySelector('[name=q]').value;
+    var project = document.getElementById('memory-project');
+    if (project && project.tagName === 'SELECT') {
+      project.value = shown.querySelector('[name=project]').value;
+    }
+  }
+
+  // A search fired by a pause in typing replaces the history entry (app/pages.py `canonical`).
+  document.addEventListener('htmx:configRequest', function (event) {
+    var cause = event.detail.triggeringEvent;
+    if (event.detail.elt.id === 'memory-search' && cause && cause.type === 'input') {
+      event.detail.headers['X-Search-Typing'] = 'true';
+    }
   });
   document.addEventListener('click', function (event) {
     if (!event.target.closest('[data-discard]')) return;
@@ -134,6 +197,8 @@
     if (event.target.id !== 'discard-dialog' || pendingRequest === null) return;
     // 继续编辑: back to the text being edited.
     pendingRequest = null;
+    if (pendingFrom && pendingFrom.closest('.toolbar')) matchTheList();
+    pendingFrom = null;
     var edits = unsavedEdits();
     if (edits.length) edits[0].focus();
   }, true);

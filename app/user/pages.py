@@ -344,5 +344,6 @@ def auto_capture():
     # Anything but "true"/"false" reaches the service as is, which refuses it (2001).
     enabled = {"true": True, "false": False}.get(raw, raw)
     enabled = service.set_auto_capture(_user_id(), enabled)
+    # The switch answers itself: the focus stays on it, for the next Space or Enter.
     return render_template("memory/_toggle.html", auto_capture=enabled,
-                           capture_warning=_capture_warning(enabled))
+                           capture_warning=_capture_warning(enabled), focus=True)
