@@ -63,6 +63,38 @@
     root.querySelectorAll('form[data-guard]').forEach(refresh);
   });
 
+  // ---- a long memory on a phone: its first lines, and 展开 for the rest ----
+  // The stylesheet clamps .clamped only on a narrow screen; the button is added only where the
+  // text is really cut (measured), and says 收起 once open.
+
+  var NARROW = window.matchMedia('(max-width: 640px)');
+
+  function clamp(root) {
+    if (!NARROW.matches) return;
+    root.querySelectorAll('li.memory-row > .memory-content').forEach(function (text) {
+      if (text.dataset.clampChecked) return;
+      text.dataset.clampChecked = '1';
+      text.classList.add('clamped');
+      if (text.scrollHeight <= text.clientHeight + 1) {
+        text.classList.remove('clamped');
+        return;
+      }
+      var toggle = document.createElement('button');
+      toggle.type = 'button';
+      toggle.className = 'expand';
+      toggle.textContent = '展开';
+      toggle.setAttribute('aria-expanded', 'false');
+      if (text.id) toggle.setAttribute('aria-controls', text.id);
+      toggle.addEventListener('click', function () {
+        var open = text.classList.toggle('clamped') === false;
+        toggle.textContent = open ? '收起' : '展开';
+        toggle.setAttribute('aria-expanded', open ? 'true' : 'false');
+      });
+      text.after(toggle);
+    });
+  }
+  htmx.onLoad(clamp);
+
   // ---- the add dialog: a fresh one each time it opens ----
 
   function openAddDialog(dialog) {

@@ -167,6 +167,13 @@ def beyond_injection_caps(user_id: int, items: Iterable[MemoryItem]) -> set[int]
             and (item.scope == Scope.USER or item.project_key in keys)}
 
 
+def edited_machine_memories(user_id: int, items: Iterable[MemoryItem]) -> set[int]:
+    """The ids among `items` that were made by the agent and since edited by the user (shown
+    as 自动 · 已编辑): the words are the user's now, not what was learnt."""
+    machine = [item.id for item in items if item.source != rules.Source.MANUAL]
+    return journal.edited_by_user(user_id, machine) if machine else set()
+
+
 def items_among(user_id: int, item_ids: Collection[int]) -> list[MemoryItem]:
     """The user's memories among `item_ids`; gone and others' ones left out."""
     return repository.owned_among(user_id, item_ids)

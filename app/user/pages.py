@@ -117,8 +117,14 @@ def _beyond(*items: MemoryItem) -> set[int]:
     return service.beyond_injection_caps(_user_id(), items)
 
 
+def _edited(*items: MemoryItem) -> set[int]:
+    """Which of `items` the agent made and the user has since edited (自动 · 已编辑)."""
+    return service.edited_machine_memories(_user_id(), items)
+
+
 def _row(item: MemoryItem, **context: Any) -> str:
-    return render_template("memory/_row.html", item=item, beyond=_beyond(item), **context)
+    return render_template("memory/_row.html", item=item, beyond=_beyond(item),
+                           edited=_edited(item), **context)
 
 
 def _list_context(view: MemoryView) -> dict[str, Any]:
@@ -129,6 +135,7 @@ def _list_context(view: MemoryView) -> dict[str, Any]:
         listing = _listing(view)
     projects = service.project_choices(_user_id()) if view.scope == Scope.PROJECT else []
     return {"view": view, "listing": listing, "beyond": _beyond(*listing.records),
+            "edited": _edited(*listing.records),
             "scope_tabs": SCOPE_TABS,
             "status_tabs": STATUS_TABS, "projects": projects}
 
