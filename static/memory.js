@@ -212,6 +212,15 @@
     }
   }
 
+  // A pause in typing after Enter already searched the same words: nothing to fetch (a late
+  // answer would also rewrite the address after Back).
+  document.addEventListener('htmx:confirm', function (event) {
+    var cause = event.detail.triggeringEvent;
+    var shown = document.querySelector('#memory-view [name=q]');
+    if (event.detail.elt.id === 'memory-search' && cause && cause.type === 'input' && shown
+        && shown.value === document.getElementById('memory-q').value) event.preventDefault();
+  });
+
   // A search fired by a pause in typing replaces the history entry (app/pages.py `canonical`).
   document.addEventListener('htmx:configRequest', function (event) {
     var cause = event.detail.triggeringEvent;
