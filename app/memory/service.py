@@ -174,6 +174,17 @@ def edited_machine_memories(user_id: int, items: Iterable[MemoryItem]) -> set[in
     return journal.edited_by_user(user_id, machine) if machine else set()
 
 
+def left_out_of_context(user_id: int, project_key: str | None) -> int:
+    """How many ACTIVE memories a new session (in `project_key`, a valid key or None) would
+    not get because of the injection caps: the preview says so beside what it gets."""
+    user = sum(repository.group_counts(user_id, rules.USER_GROUP))
+    left = max(0, user - rules.INJECT_USER_MAX)
+    if project_key is not None:
+        project = sum(repository.group_counts(user_id, Group(project_key)))
+        left += max(0, project - rules.INJECT_PROJECT_MAX)
+    return left
+
+
 def items_among(user_id: int, item_ids: Collection[int]) -> list[MemoryItem]:
     """The user's memories among `item_ids`; gone and others' ones left out."""
     return repository.owned_among(user_id, item_ids)

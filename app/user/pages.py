@@ -202,7 +202,8 @@ def preview():
     project = rules.valid_project_key(params.project_filter(request.args.get("projectKey")),
                                       service.bot_project_keys())
     return render_template("memory/_preview.html", block=service.preview(_user_id(), project),
-                           project=project)
+                           project=project,
+                           left_out=service.left_out_of_context(_user_id(), project))
 
 
 @bp.get("/access-log")

@@ -42,11 +42,13 @@ def test_the_marks_the_count_and_the_preview_follow_every_change(page: Page, ali
     page.goto("/settings/memory")
     page.get_by_text("新会话中 Agent 会看到").click()
     expect(page.locator("#preview-body")).to_contain_text("Agent 会看到 8 条记忆")
+    expect(page.locator("#preview-body")).to_contain_text("另有 2 条生效中的记忆超出注入上限")
     expect(page.locator("#preview-body")).to_contain_text("用户偏好 9")
     expect(page.locator(f"#memory-{users[1]} .beyond-cap")).to_be_visible()
 
     page.locator(f"#memory-{users[9]}").get_by_role("button", name="忽略").click()
     expect(page.locator("#memory-usage")).to_contain_text("已用 9 / 200")
+    expect(page.locator("#preview-body")).to_contain_text("另有 1 条生效中的记忆超出注入上限")
     # The dismissed row leaves the open preview, and the next oldest row moves within the cap.
     expect(page.locator("#preview-body")).not_to_contain_text("用户偏好 9")
     expect(page.locator(f"#memory-{users[1]} .beyond-cap")).to_have_count(0)
