@@ -181,8 +181,9 @@ def memory_gone(exc: MemoryNotFound) -> Response:
 def usage():
     """已用 N / 200 again, and the injection marks of the rows on screen (`row`, the ids the
     page sends), after a change: out of band, each into its row's own slot."""
-    ids = [int(value) for value in request.args.getlist("row") if value.isascii()
-           and value.isdigit()]
+    # A page shows PAGE_SIZE rows, a few more after additions: anything beyond is not a page's.
+    ids = [int(value) for value in request.args.getlist("row")[:rules.ACTIVE_PER_USER_MAX]
+           if value.isascii() and value.isdigit()]
     items = service.items_among(_user_id(), ids)
     return render_template("memory/_usage.html", active_count=service.active_count(_user_id()),
                            items=items, beyond=_beyond(*items))
