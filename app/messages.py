@@ -103,7 +103,7 @@ EXTRACTION_UNAVAILABLE_FOR_ADMIN: dict[str, str] = {
     "no_model": ("还没有可用的模型,自动收集不会提取任何记忆:"
                  "请运维用 flask --app wsgi models add 注册模型并设为默认,或在这里选择一个。"),
     "llm_api_key_missing": ("所选模型的 API 密钥没有配置,自动收集不会提取任何记忆:"
-                            "请在服务的环境变量里设置该模型的密钥,或换一个模型。"),
+                            "请在服务的环境变量 {env} 里设置该模型的密钥,或换一个模型。"),
 }
 EXTRACTION_UNAVAILABLE_FOR_USER: dict[str, str] = {
     "no_model": "系统还没有配置可用的模型,暂时不会自动收集任何记忆:请联系管理员。",

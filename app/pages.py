@@ -18,6 +18,7 @@ from flask import (
     redirect,
     render_template,
     request,
+    session,
     url_for,
 )
 
@@ -56,13 +57,22 @@ def page_or_fragment(page: str, fragment: str, **context: Any) -> str:
     return render_template(fragment if is_htmx() else page, **context)
 
 
+# Sent by the pages' script with a search fired by a pause in typing (not Enter): its address
+# replaces the current history entry, so Back does not walk through half-typed queries.
+TYPING = "X-Search-Typing"
+
+
 def canonical(html: str, url: str) -> Response:
     """A page or fragment whose view lives in the URL: htmx pushes `url`, the view's own
     address (defaults and empty fields left out), not the request's — a search form sends
-    every field, empty or not."""
+    every field, empty or not. A new history entry only for a view the person committed to:
+    the address shown already (Enter after a pause) or a pause in typing replaces instead."""
     response = make_response(html)
     if is_htmx():
-        response.headers["HX-Push-Url"] = url
+        shown = urlsplit(request.headers.get("HX-Current-URL", ""))
+        here = shown.path + (f"?{shown.query}" if shown.query else "")
+        replace = here == url or request.headers.get(TYPING) == "true"
+        response.headers["HX-Replace-Url" if replace else "HX-Push-Url"] = url
     return response
 
 
@@ -86,8 +96,12 @@ def _next_url() -> str:
 
 
 def login_redirect() -> Response:
-    """To the login page; htmx follows `HX-Redirect` with a full navigation."""
-    target = url_for("auth.login", next=_next_url())
+    """To the login page; htmx follows `HX-Redirect` with a full navigation. A request from a
+    page that was logged in (htmx, or a cookie that named a login) says the login expired, so the
+    login page can say so rather than look like a first visit."""
+    # "_user_id": where Flask-Login keeps the login the cookie named.
+    expired = is_htmx() or "_user_id" in session
+    target = url_for("auth.login", next=_next_url(), expired=1 if expired else None)
     if is_htmx():
         response = make_response("", 401)
         response.headers["HX-Redirect"] = target

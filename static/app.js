@@ -47,9 +47,21 @@
     region.replaceChildren(message);
   }
 
-  // A notice or error is about the last action only.
+  // A notice or error is about the last action only. A refresh the page makes by itself after
+  // an action ([data-follows]) is not an action: the action's toast stays.
   document.addEventListener('htmx:beforeRequest', function (event) {
+    if (event.target.closest('[data-follows]')) return;
     if (!toast() || !toast().contains(event.target)) clearToast();
+  });
+  // Slow networks: what is being replaced says so (aria-busy; dimmed after a moment by the
+  // stylesheet), and the link or button pressed shows it is working (htmx's .htmx-request).
+  document.addEventListener('htmx:beforeRequest', function (event) {
+    var target = event.detail.target;
+    if (target && target !== toast()) target.setAttribute('aria-busy', 'true');
+  });
+  document.addEventListener('htmx:afterRequest', function (event) {
+    var target = event.detail.target;
+    if (target) target.removeAttribute('aria-busy');
   });
   document.addEventListener('htmx:responseError', function () {
     showFailure('请求失败:服务暂时不可用,请稍后重试。');
@@ -60,12 +72,28 @@
   document.addEventListener('click', function (event) {
     if (event.target.closest('[data-dismiss-toast]')) clearToast();
   });
-  // Notices step aside after a while; errors stay until the next action or 关闭.
+  // Notices step aside after a while; errors stay until the next action or 关闭, and so does a
+  // notice that offers a link (「去看看」): it must still be there when the person reaches for it.
   document.addEventListener('htmx:load', function (event) {
     var notice = event.target.closest && event.target.closest('#toast .notice');
-    if (!notice) return;
+    if (!notice || notice.querySelector('a')) return;
     setTimeout(function () { notice.remove(); }, NOTICE_SECONDS * 1000);
   });
+
+  // The toast sits over the bottom of the window: the row just acted on (where the focus went)
+  // is moved up from under it, so its buttons stay in reach.
+  function clearOfToast() {
+    var region = toast();
+    var focused = document.activeElement;
+    if (!region || !region.firstElementChild || !focused || focused === document.body
+        || region.contains(focused)) return;
+    var cover = region.getBoundingClientRect();
+    var box = (focused.closest('li') || focused).getBoundingClientRect();
+    if (box.bottom > cover.top && box.top < cover.bottom) {
+      window.scrollBy(0, box.bottom - cover.top + 8);
+    }
+  }
+  document.addEventListener('htmx:afterSettle', function () { setTimeout(clearOfToast, 0); });
 
   // ---- Back and Forward show what is true now ----
 

@@ -18,8 +18,14 @@
     var out = document.getElementById(area.dataset.counter);
     if (!out) return;
     var n = counted(area.value);
-    out.textContent = n + ' / ' + area.dataset.max;
-    out.classList.toggle('over', n > Number(area.dataset.max));
+    var max = Number(area.dataset.max);
+    out.textContent = n + ' / ' + max;
+    out.classList.toggle('over', n > max);
+    // Why 保存 is pale, in words: a red number alone does not say it.
+    var why = area.form && area.form.querySelector('[data-why]');
+    if (why) {
+      why.textContent = n > max ? '超出 ' + (n - max) + ' 字:内容最多 ' + max + ' 字,删减后才能保存。' : '';
+    }
   }
 
   function certainToFail(form) {
@@ -57,6 +63,38 @@
     root.querySelectorAll('form[data-guard]').forEach(refresh);
   });
 
+  // ---- a long memory on a phone: its first lines, and 展开 for the rest ----
+  // The stylesheet clamps .clamped only on a narrow screen; the button is added only where the
+  // text is really cut (measured), and says 收起 once open.
+
+  var NARROW = window.matchMedia('(max-width: 640px)');
+
+  function clamp(root) {
+    if (!NARROW.matches) return;
+    root.querySelectorAll('li.memory-row > .memory-content').forEach(function (text) {
+      if (text.dataset.clampChecked) return;
+      text.dataset.clampChecked = '1';
+      text.classList.add('clamped');
+      if (text.scrollHeight <= text.clientHeight + 1) {
+        text.classList.remove('clamped');
+        return;
+      }
+      var toggle = document.createElement('button');
+      toggle.type = 'button';
+      toggle.className = 'expand';
+      toggle.textContent = '展开';
+      toggle.setAttribute('aria-expanded', 'false');
+      if (text.id) toggle.setAttribute('aria-controls', text.id);
+      toggle.addEventListener('click', function () {
+        var open = text.classList.toggle('clamped') === false;
+        toggle.textContent = open ? '收起' : '展开';
+        toggle.setAttribute('aria-expanded', open ? 'true' : 'false');
+      });
+      text.after(toggle);
+    });
+  }
+  htmx.onLoad(clamp);
+
   // ---- the add dialog: a fresh one each time it opens ----
 
   function openAddDialog(dialog) {
@@ -81,6 +119,14 @@
 
   // (Not by class: htmx keeps a swapped-in row's old class until it settles.)
   document.addEventListener('keydown', function (event) {
+    // Escape in a delete confirmation is its 取消, as in an edit.
+    var confirming = event.key === 'Escape' && event.target.closest
+      && event.target.closest('.confirm-actions');
+    if (confirming) {
+      event.preventDefault();
+      confirming.querySelector('button').click();
+      return;
+    }
     if (!event.target.matches('textarea')) return;
     var form = event.target.closest('form');
     var cancel = form.querySelector('[data-cancel]');
@@ -93,6 +139,45 @@
     }
   });
 
+  // ---- where the focus goes when a list or the access log is replaced under it ----
+  // The link pressed (下一页, a tab, 更早, 清除…) is gone with the old content. The focus moves to
+  // the top of a new page of the list (where it was scrolled to), to the search box after
+  // clearing, else to the same link in the new content (a tab, 更早), else its counterpart
+  // (较新 on the last page), so the keyboard goes on from where the eyes are.
+
+  var pressed = null;
+  document.addEventListener('htmx:beforeRequest', function (event) {
+    var elt = event.detail.elt;
+    var region = elt.closest && elt.closest('#memory-list, #access-log-body');
+    pressed = region && elt.matches('a') && document.activeElement === elt
+      ? {text: elt.textContent.trim(), rel: elt.getAttribute('rel'), region: region.id,
+         clear: elt.hasAttribute('data-clear-search'), pager: !!elt.closest('.pager')}
+      : null;
+  });
+  document.addEventListener('htmx:afterSettle', function () {
+    var was = pressed;
+    if (!was || (document.activeElement && document.activeElement !== document.body)) return;
+    pressed = null;
+    var region = document.getElementById(was.region);
+    if (!region) return;
+    var links = Array.from(region.querySelectorAll('a'));
+    var same = links.find(function (a) { return a.textContent.trim() === was.text; });
+    var pager = was.pager && region.querySelector('.pager a');
+    var top = region.querySelector('.summary') || region;
+    var next = was.clear ? document.getElementById('memory-q')
+      : (was.pager && was.region === 'memory-list') ? top : same || pager || top;
+    if (!next) return;
+    if (!next.matches('a, button, input, select, textarea')) next.setAttribute('tabindex', '-1');
+    next.focus({preventScroll: true});
+  });
+
+  // ---- the agent's view follows every change, while it is open ----
+
+  document.addEventListener('htmx:confirm', function (event) {
+    var panel = event.target.id === 'preview-body' && event.target.closest('details');
+    if (panel && !panel.open) event.preventDefault();
+  });
+
   // ---- typed text is never discarded without asking ----
 
   function unsavedEdits() {
@@ -101,6 +186,7 @@
   }
 
   var pendingRequest = null;
+  var pendingFrom = null;
 
   // Tabs, filters, the search and the pager replace the list's rows, open edits included.
   document.addEventListener('htmx:confirm', function (event) {
@@ -109,7 +195,38 @@
         || unsavedEdits().length === 0) return;
     event.preventDefault();
     pendingRequest = event.detail.issueRequest;
+    pendingFrom = event.detail.elt;
     document.getElementById('discard-dialog').showModal();
+  });
+
+  // The search box and project select show the view the list shows: after 继续编辑 they go back
+  // to it (the list kept its view; what was typed into the box was not searched).
+  function matchTheList() {
+    var shown = document.getElementById('memory-view');
+    if (!shown) return;
+    var q = document.getElementById('memory-q');
+    if (q) q.value = shown.querySelector('[name=q]').value;
+    var project = document.getElementById('memory-project');
+    if (project && project.tagName === 'SELECT') {
+      project.value = shown.querySelector('[name=project]').value;
+    }
+  }
+
+  // A pause in typing after Enter already searched the same words: nothing to fetch (a late
+  // answer would also rewrite the address after Back).
+  document.addEventListener('htmx:confirm', function (event) {
+    var cause = event.detail.triggeringEvent;
+    var shown = document.querySelector('#memory-view [name=q]');
+    if (event.detail.elt.id === 'memory-search' && cause && cause.type === 'input' && shown
+        && shown.value === document.getElementById('memory-q').value) event.preventDefault();
+  });
+
+  // A search fired by a pause in typing replaces the history entry (app/pages.py `canonical`).
+  document.addEventListener('htmx:configRequest', function (event) {
+    var cause = event.detail.triggeringEvent;
+    if (event.detail.elt.id === 'memory-search' && cause && cause.type === 'input') {
+      event.detail.headers['X-Search-Typing'] = 'true';
+    }
   });
   document.addEventListener('click', function (event) {
     if (!event.target.closest('[data-discard]')) return;
@@ -121,10 +238,109 @@
     if (event.target.id !== 'discard-dialog' || pendingRequest === null) return;
     // 继续编辑: back to the text being edited.
     pendingRequest = null;
+    if (pendingFrom && pendingFrom.closest('.toolbar')) matchTheList();
+    pendingFrom = null;
     var edits = unsavedEdits();
     if (edits.length) edits[0].focus();
   }, true);
+  // Set when the login expired and what was typed is kept as a draft: leaving is then safe.
+  var draftsKept = false;
   window.addEventListener('beforeunload', function (event) {
-    if (unsavedEdits().length) event.preventDefault();
+    if (!draftsKept && unsavedEdits().length) event.preventDefault();
   });
+
+  // ---- an expired login loses no typed text ----
+  // A 401 answers with HX-Redirect to the login page, which brings the person back here. What
+  // the edits and the add dialog hold goes into this tab's sessionStorage first, and comes back
+  // into the same forms when the page loads again.
+
+  var DRAFTS = 'memory-drafts';
+
+  function keepDrafts() {
+    var drafts = {edits: {}, added: null};
+    document.querySelectorAll('form[data-inline-edit]').forEach(function (form) {
+      var area = form.querySelector('textarea');
+      var row = form.closest('li[id^="memory-"]');
+      if (area && row && area.value !== area.defaultValue) drafts.edits[row.id] = area.value;
+    });
+    var dialog = document.getElementById('memory-dialog');
+    var content = document.getElementById('memory-content');
+    if (dialog && dialog.open && content && content.value.trim()) {
+      var project = dialog.querySelector('[name=projectKey]');
+      drafts.added = {scope: document.getElementById('memory-scope').value, content: content.value,
+                      projectKey: project ? project.value : ''};
+    }
+    if (Object.keys(drafts.edits).length || drafts.added) {
+      try { sessionStorage.setItem(DRAFTS, JSON.stringify(drafts)); } catch (e) { return; }
+      draftsKept = true;
+    }
+  }
+
+  document.addEventListener('htmx:beforeOnLoad', function (event) {
+    if (event.detail.xhr.status === 401) keepDrafts();
+  });
+
+  function notice(text) {
+    var region = document.getElementById('toast');
+    if (!region) return;
+    var message = document.createElement('div');
+    message.className = 'toast-message notice';
+    message.setAttribute('role', 'status');
+    var line = document.createElement('p');
+    line.textContent = text;
+    var close = document.createElement('button');
+    close.type = 'button';
+    close.className = 'toast-close';
+    close.dataset.dismissToast = '';
+    close.setAttribute('aria-label', '关闭');
+    close.textContent = '×';
+    message.append(line, close);
+    region.replaceChildren(message);
+  }
+
+  function restoreEdit(rowId, text) {
+    var row = document.getElementById(rowId);
+    var edit = row && row.querySelector('[hx-get$="/edit"]');
+    if (!edit) return false;
+    htmx.ajax('GET', edit.getAttribute('hx-get'), {source: edit, target: row, swap: 'outerHTML'})
+      .then(function () {
+        var area = document.querySelector('#' + rowId + ' textarea');
+        if (!area) return;
+        area.value = text;
+        refresh(area.closest('form'));
+        area.focus();
+      });
+    return true;
+  }
+
+  function restoreDrafts() {
+    var raw = null;
+    try { raw = sessionStorage.getItem(DRAFTS); sessionStorage.removeItem(DRAFTS); } catch (e) { return; }
+    if (!raw) return;
+    var drafts = JSON.parse(raw);
+    var lost = [];
+    Object.keys(drafts.edits || {}).forEach(function (rowId) {
+      if (!restoreEdit(rowId, drafts.edits[rowId])) lost.push(drafts.edits[rowId]);
+    });
+    if (drafts.added) {
+      var dialog = document.getElementById('memory-dialog');
+      openAddDialog(dialog);
+      document.getElementById('memory-content').value = drafts.added.content;
+      var scope = document.getElementById('memory-scope');
+      if (drafts.added.scope !== scope.value) {
+        scope.value = drafts.added.scope;
+        htmx.trigger(scope, 'change');
+      }
+      refresh(dialog.querySelector('form'));
+    }
+    notice(lost.length
+      ? '登录过期前没保存的内容(所在的记忆已不在本页):' + lost.join(' / ')
+      : '已恢复登录过期前没保存的内容,请确认后保存。');
+  }
+
+  if (document.readyState === 'loading') {
+    document.addEventListener('DOMContentLoaded', restoreDrafts);
+  } else {
+    restoreDrafts();
+  }
 })();

@@ -151,7 +151,8 @@ def test_htmx_request_without_login_navigates_to_login(client, method, path):
     response = client.open(path, method=method, headers={
         "HX-Request": "true", "HX-Current-URL": "http://localhost/settings/memory?scope=USER"})
     assert response.status_code == 401
-    assert response.headers["HX-Redirect"] == "/login?next=/settings/memory?scope%3DUSER"
+    assert response.headers["HX-Redirect"] == (
+        "/login?next=/settings/memory?scope%3DUSER&expired=1")
     assert "HX-Request" in response.vary
 
 

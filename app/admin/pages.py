@@ -141,8 +141,13 @@ def _models_context() -> dict[str, Any]:
 
 
 def _extraction_warning() -> str | None:
-    reason = llm.unavailable_reason()
-    return None if reason is None else messages.EXTRACTION_UNAVAILABLE_FOR_ADMIN[reason]
+    """Why no extraction can run, naming the environment variable to set when a key is missing."""
+    model = llm.resolve_model()
+    reason = llm.why_unusable(model)
+    if reason is None:
+        return None
+    env = llm.api_key_env(model) if model is not None else ""
+    return messages.EXTRACTION_UNAVAILABLE_FOR_ADMIN[reason].format(env=env)
 
 
 @bp.get("/settings")

@@ -44,7 +44,8 @@ def login():
     Retry-After, whatever the password, until the window passes."""
     next_url = request.values.get("next")
     if request.method == "GET":
-        return render_template("login.html", next_url=next_url, error=None, username="")
+        return render_template("login.html", next_url=next_url, error=None, username="",
+                               expired=request.args.get("expired") == "1")
     # A refused attempt keeps the username: only the password is typed again.
     username = request.form.get("username", "").strip()
     if not sessions.csrf_valid():

@@ -10,12 +10,49 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from difflib import SequenceMatcher
 
 from app.memory.events import EventType
 from app.memory.journal import Entry
 from app.sessions.models import PlatformSession
 
 ORIGINS = (EventType.CREATED, EventType.CONSOLIDATED)
+# A change between texts this long (together) is shown as what changed, not old and new whole.
+DIFF_FROM = 120
+# Characters of unchanged text kept on each side of a change; longer stretches are elided.
+DIFF_CONTEXT = 16
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Part of a change: `same`, `gone` (removed), `new` (added), or `skip` (unchanged, elided)."""
+
+    kind: str
+    text: str
+
+
+def changed_pieces(before: str, after: str) -> list[Piece]:
+    """What changed from `before` to `after`, character by character (Chinese has no spaces to
+    split words on), with long unchanged stretches cut to their ends."""
+    pieces: list[Piece] = []
+    opcodes = SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
+    for n, (tag, i1, i2, j1, j2) in enumerate(opcodes):
+        if tag == "equal":
+            text = before[i1:i2]
+            head = text[:DIFF_CONTEXT] if n > 0 else ""
+            tail = text[-DIFF_CONTEXT:] if n < len(opcodes) - 1 else ""
+            if len(text) <= len(head) + len(tail) + 1:
+                pieces.append(Piece("same", text))
+                continue
+            pieces += [Piece("same", head)] if head else []
+            pieces.append(Piece("skip", "…"))
+            pieces += [Piece("same", tail)] if tail else []
+            continue
+        if i2 > i1:
+            pieces.append(Piece("gone", before[i1:i2]))
+        if j2 > j1:
+            pieces.append(Piece("new", after[j1:j2]))
+    return pieces
 
 
 @dataclass(frozen=True)
@@ -28,6 +65,13 @@ class Provenance:
 
     def project_of(self, entry: Entry) -> str | None:
         return None if entry.session_id is None else self.projects.get(entry.session_id)
+
+    def diff(self, entry: Entry) -> list[Piece] | None:
+        """A rewording shown as what changed, when the texts are too long to read whole."""
+        before, after = entry.before, entry.after
+        if not isinstance(before, str) or after is None or len(before) + len(after) < DIFF_FROM:
+            return None
+        return changed_pieces(before, after)
 
 
 def tell(user_id: int, entries: Sequence[Entry]) -> Provenance:

@@ -193,19 +193,23 @@ def project_keys_in_use(user_id: int) -> list[str]:
 # Run on the read engine (app.database): this is the read every new agent session waits for.
 
 _INJECT_COLUMNS = (MemoryItem.scope, MemoryItem.project_key, MemoryItem.content)
-INJECT_USER_ROWS = (
-    sa.select(*_INJECT_COLUMNS)
-    .where(MemoryItem.user_id == sa.bindparam("user_id"), MemoryItem.scope == Scope.USER.value,
-           MemoryItem.status == Status.ACTIVE.value)
-    .order_by(*NEWEST_FIRST).limit(INJECT_USER_MAX)
-)
-INJECT_PROJECT_ROWS = (
-    sa.select(*_INJECT_COLUMNS)
-    .where(MemoryItem.user_id == sa.bindparam("user_id"),
-           MemoryItem.project_key == sa.bindparam("project_key"),
-           MemoryItem.status == Status.ACTIVE.value)
-    .order_by(*NEWEST_FIRST).limit(INJECT_PROJECT_MAX)
-)
+
+
+def _injected(*columns: Any, project: bool) -> sa.Select:
+    """The injection read of one group: its newest ACTIVE rows up to the group's cap. The
+    context block reads the text; the page reads the ids (`injected_ids`) — one selection."""
+    group = (MemoryItem.project_key == sa.bindparam("project_key") if project
+             else MemoryItem.scope == Scope.USER.value)
+    return (sa.select(*columns)
+            .where(MemoryItem.user_id == sa.bindparam("user_id"), group,
+                   MemoryItem.status == Status.ACTIVE.value)
+            .order_by(*NEWEST_FIRST).limit(INJECT_PROJECT_MAX if project else INJECT_USER_MAX))
+
+
+INJECT_USER_ROWS = _injected(*_INJECT_COLUMNS, project=False)
+INJECT_PROJECT_ROWS = _injected(*_INJECT_COLUMNS, project=True)
+INJECTED_USER_IDS = _injected(MemoryItem.id, project=False)
+INJECTED_PROJECT_IDS = _injected(MemoryItem.id, project=True)
 
 
 def injection_rows(user_id: int, project_key: str | None) -> list[tuple]:
@@ -219,6 +223,26 @@ def injection_rows(user_id: int, project_key: str | None) -> list[tuple]:
             conn, (INJECT_PROJECT_ROWS, {"user_id": user_id, "project_key": project_key}),
             (INJECT_USER_ROWS, {"user_id": user_id}))
         return project + user
+
+
+def injected_ids(user_id: int, project_keys: Iterable[str]) -> set[int]:
+    """Ids of the rows a new session gets today: the USER rows, and the PROJECT rows of each of
+    `project_keys` (a session in that project). The same statements as `injection_rows`, on
+    the request's session: the page marks what lies beyond them."""
+    ids = set(db.session.scalars(INJECTED_USER_IDS, {"user_id": user_id}))
+    for key in set(project_keys):
+        ids.update(db.session.scalars(INJECTED_PROJECT_IDS,
+                                      {"user_id": user_id, "project_key": key}))
+    return ids
+
+
+def owned_among(user_id: int, item_ids: Collection[int]) -> list[MemoryItem]:
+    """The user's rows among `item_ids` (others' and absent ones left out)."""
+    wanted = [i for i in item_ids if 0 < i <= ID_MAX]
+    if not wanted:
+        return []
+    return list(db.session.scalars(sa.select(MemoryItem).where(
+        MemoryItem.user_id == user_id, MemoryItem.id.in_(wanted))))
 
 
 # ---- what extraction shows the model (D13) ---------------------------------------------------

@@ -9,6 +9,7 @@ their own (the request's session ends with the request).
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from flask import current_app
@@ -149,6 +150,49 @@ def context_json(user_id: int, project_key: str | None) -> str:
     """The memories to inject into a new session's system prompt and the exact block, as the
     JSON text the envelope carries: the platform's context read and the user's preview."""
     return context.block_json(user_id, rules.valid_project_key(project_key, bot_project_keys()))
+
+
+def active_count(user_id: int) -> int:
+    """How many ACTIVE memories the user has, against the cap (`rules.ACTIVE_PER_USER_MAX`)."""
+    return repository.count_active(user_id)
+
+
+def beyond_injection_caps(user_id: int, items: Iterable[MemoryItem]) -> set[int]:
+    """The ids among `items` that are ACTIVE yet no new session gets today: beyond the newest
+    `INJECT_PROJECT_MAX` of their project or `INJECT_USER_MAX` USER rows (SPEC §9). A project a
+    session cannot be in (a bot key) gets no mark: no cap is what keeps it out."""
+    bots = bot_project_keys()
+    active = [item for item in items if item.status == Status.ACTIVE]
+    keys = {item.project_key for item in active if item.scope == Scope.PROJECT
+            and rules.valid_project_key(item.project_key, bots) == item.project_key}
+    if not active:
+        return set()
+    injected = repository.injected_ids(user_id, keys)
+    return {item.id for item in active if item.id not in injected
+            and (item.scope == Scope.USER or item.project_key in keys)}
+
+
+def edited_machine_memories(user_id: int, items: Iterable[MemoryItem]) -> set[int]:
+    """The ids among `items` that were made by the agent and since edited by the user (shown
+    as 自动 · 已编辑): the words are the user's now, not what was learnt."""
+    machine = [item.id for item in items if item.source != rules.Source.MANUAL]
+    return journal.edited_by_user(user_id, machine) if machine else set()
+
+
+def left_out_of_context(user_id: int, project_key: str | None) -> int:
+    """How many ACTIVE memories a new session (in `project_key`, a valid key or None) would
+    not get because of the injection caps: the preview says so beside what it gets."""
+    user = sum(repository.group_counts(user_id, rules.USER_GROUP))
+    left = max(0, user - rules.INJECT_USER_MAX)
+    if project_key is not None:
+        project = sum(repository.group_counts(user_id, Group(project_key)))
+        left += max(0, project - rules.INJECT_PROJECT_MAX)
+    return left
+
+
+def items_among(user_id: int, item_ids: Collection[int]) -> list[MemoryItem]:
+    """The user's memories among `item_ids`; gone and others' ones left out."""
+    return repository.owned_among(user_id, item_ids)
 
 
 def preview(user_id: int, project_key: str | None) -> dict[str, Any]:

@@ -10,11 +10,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from flask import make_response, render_template, request, url_for
+from flask import Response, make_response, redirect, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 
 from app import messages, pages, params
-from app.errors import DomainError
+from app.errors import DomainError, MemoryNotFound
 from app.extraction import llm
 from app.memory import access_log as access
 from app.memory import rules, service
@@ -30,6 +30,9 @@ ACCESS_PAGE_SIZE = 10
 SCOPE_TABS = (("", "全部"), (Scope.USER.value, "用户"), (Scope.PROJECT.value, "项目"))
 STATUS_TABS = ((Status.ACTIVE.value, "生效中"), (Status.DISMISSED.value, "已忽略"))
 LIST_TARGET = "#memory-list"
+# Sent after every change of the user's memories: 已用 N / 200, the rows' injection marks and an
+# open preview fetch themselves again (a change to one row may move another past a cap).
+CHANGED = {"HX-Trigger-After-Swap": "memory-changed"}
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,21 @@ def _listing(view: MemoryView) -> Page[MemoryItem]:
     return service.list_items(_user_id(), view.filters(), PageRequest(view.page, PAGE_SIZE))
 
 
+def _beyond(*items: MemoryItem) -> set[int]:
+    """Which of `items` a new session would not get today (marked in their rows)."""
+    return service.beyond_injection_caps(_user_id(), items)
+
+
+def _edited(*items: MemoryItem) -> set[int]:
+    """Which of `items` the agent made and the user has since edited (自动 · 已编辑)."""
+    return service.edited_machine_memories(_user_id(), items)
+
+
+def _row(item: MemoryItem, **context: Any) -> str:
+    return render_template("memory/_row.html", item=item, beyond=_beyond(item),
+                           edited=_edited(item), **context)
+
+
 def _list_context(view: MemoryView) -> dict[str, Any]:
     listing = _listing(view)
     if not listing.records and listing.total and view.page > listing.pages:
@@ -116,14 +134,18 @@ def _list_context(view: MemoryView) -> dict[str, Any]:
         view = replace(view, page=listing.pages)
         listing = _listing(view)
     projects = service.project_choices(_user_id()) if view.scope == Scope.PROJECT else []
-    return {"view": view, "listing": listing, "scope_tabs": SCOPE_TABS,
+    return {"view": view, "listing": listing, "beyond": _beyond(*listing.records),
+            "edited": _edited(*listing.records),
+            "scope_tabs": SCOPE_TABS,
             "status_tabs": STATUS_TABS, "projects": projects}
 
 
 @bp.context_processor
 def limits() -> dict[str, int]:
-    """Templates show the same limit the service enforces."""
-    return {"content_max": rules.MANUAL_CONTENT_MAX}
+    """Templates show the same limits the service enforces."""
+    return {"content_max": rules.MANUAL_CONTENT_MAX, "active_max": rules.ACTIVE_PER_USER_MAX,
+            "inject_user_max": rules.INJECT_USER_MAX,
+            "inject_project_max": rules.INJECT_PROJECT_MAX}
 
 
 @bp.get("")
@@ -131,12 +153,40 @@ def memory_page():
     """我的记忆: the whole page, or for htmx only the list (tabs, status filter, paging)."""
     view = MemoryView.from_values(request.args)
     context = _list_context(view)
+    if not pages.is_htmx() and context["view"] != view:
+        # A page past the last (`?page=999`): the address names the page shown.
+        return redirect(context["view"].url())
     if not pages.is_htmx():
         enabled = service.auto_capture_enabled(_user_id())
         context.update(auto_capture=enabled, capture_warning=_capture_warning(enabled),
-                       preview_projects=service.project_choices(_user_id()))
+                       preview_projects=service.project_choices(_user_id()),
+                       active_count=service.active_count(_user_id()))
     return pages.canonical(pages.page_or_fragment("memory/page.html", "memory/_list.html",
                                                   **context), context["view"].url())
+
+
+@bp.errorhandler(MemoryNotFound)
+def memory_gone(exc: MemoryNotFound) -> Response:
+    """A row whose memory is gone (deleted in another tab): the toast says so, and the row on
+    screen loses its buttons, keeping an edit's unsaved text in view to copy."""
+    response = pages.api_error_response(exc)
+    item_id = (request.view_args or {}).get("item_id")
+    if pages.is_htmx() and item_id is not None:
+        response.set_data(response.get_data(as_text=True) + render_template(
+            "memory/_row_missing.html", item_id=item_id, content=request.form.get("content")))
+    return response
+
+
+@bp.get("/usage")
+def usage():
+    """已用 N / 200 again, and the injection marks of the rows on screen (`row`, the ids the
+    page sends), after a change: out of band, each into its row's own slot."""
+    # A page shows PAGE_SIZE rows, a few more after additions: anything beyond is not a page's.
+    ids = [int(value) for value in request.args.getlist("row")[:rules.ACTIVE_PER_USER_MAX]
+           if value.isascii() and value.isdigit()]
+    items = service.items_among(_user_id(), ids)
+    return render_template("memory/_usage.html", active_count=service.active_count(_user_id()),
+                           items=items, beyond=_beyond(*items))
 
 
 @bp.get("/items/<int:item_id>/history")
@@ -153,15 +203,42 @@ def preview():
     project = rules.valid_project_key(params.project_filter(request.args.get("projectKey")),
                                       service.bot_project_keys())
     return render_template("memory/_preview.html", block=service.preview(_user_id(), project),
-                           project=project)
+                           project=project,
+                           left_out=service.left_out_of_context(_user_id(), project))
 
 
 @bp.get("/access-log")
 def access_log():
     """访问记录: who read this user's memories as an auditor, newest first."""
     request_page = PageRequest.parse(request.args.get("page"), ACCESS_PAGE_SIZE)
-    return render_template("memory/_access_log.html",
-                           log=access.page(request_page, _user_id()))
+    log = access.page(request_page, _user_id())
+    ids = {record.memory_id for record in log.records if record.memory_id is not None}
+    contents = {item.id: item.content for item in service.items_among(_user_id(), ids)}
+    return render_template("memory/_access_log.html", log=log, lines=_grouped(log.records),
+                           contents=contents)
+
+
+@dataclass(frozen=True)
+class AccessLine:
+    """Identical reads in one minute, shown once with how many there were."""
+
+    access: access.Access
+    count: int
+
+
+def _grouped(records: list[access.Access]) -> list[AccessLine]:
+    """Consecutive reads by the same viewer of the same thing within the same minute."""
+    lines: list[AccessLine] = []
+    for record in records:
+        last = lines[-1].access if lines else None
+        if last is not None and (last.viewer_id, last.what, last.memory_id,
+                                 last.at.replace(second=0, microsecond=0)) == (
+                record.viewer_id, record.what, record.memory_id,
+                record.at.replace(second=0, microsecond=0)):
+            lines[-1] = AccessLine(last, lines[-1].count + 1)
+        else:
+            lines.append(AccessLine(record, 1))
+    return lines
 
 
 @bp.get("/projects")
@@ -195,13 +272,15 @@ def create_memory():
         response.headers.update({"HX-Retarget": LIST_TARGET, "HX-Reswap": "outerHTML"})
     elif total:
         response = make_response(render_template(
-            "memory/_created.html", shown=True, item=item, total=total, text="已新增记忆。"), 201)
+            "memory/_created.html", shown=True, item=item, total=total, text="已新增记忆。",
+            beyond=_beyond(item)), 201)
     else:
         default = MemoryView()
         response = make_response(render_template(
             "memory/_created.html", shown=False, text="已新增记忆,它在「全部 · 生效中」的最前面。",
             link={"href": default.url(), "text": "去看看"}), 201)
     response.headers["HX-Trigger"] = "memory-created"
+    response.headers.update(CHANGED)
     return response
 
 
@@ -209,7 +288,7 @@ def create_memory():
 def memory_row(item_id: int):
     """One row, read-only (what 取消 returns to); `focus` names the button that takes focus."""
     item = service.get_item(_user_id(), item_id)
-    return render_template("memory/_row.html", item=item, focus=request.args.get("focus"))
+    return _row(item, focus=request.args.get("focus"))
 
 
 @bp.get("/items/<int:item_id>/edit")
@@ -240,8 +319,8 @@ def update_memory(item_id: int):
         html = render_template("memory/_row_edit.html", item=item, content=content,
                                error=pages.describe(exc))
         return make_response(html, pages.as_api_error(exc).http_status)
-    html = render_template("memory/_row.html", item=item, focus="edit")
-    return html + render_template("_toast_oob.html", text="已保存。")
+    html = _row(item, focus="edit") + render_template("_toast_oob.html", text="已保存。")
+    return html, CHANGED
 
 
 @bp.patch("/items/<int:item_id>/status")
@@ -252,9 +331,9 @@ def set_memory_status(item_id: int):
     item = service.update_item(_user_id(), item_id,
                                status=params.status(request.form.get("new_status")))
     view = MemoryView.from_values(request.values)
-    template = "memory/_row.html" if item.status == view.status else "memory/_row_gone.html"
-    return (render_template(template, item=item, view=view, focus="status")
-            + render_template("memory/_summary_oob.html", total=_view_total(view)))
+    row = (_row(item, view=view, focus="status") if item.status == view.status
+           else render_template("memory/_row_gone.html", item=item, view=view))
+    return row + render_template("memory/_summary_oob.html", total=_view_total(view)), CHANGED
 
 
 @bp.delete("/items/<int:item_id>")
@@ -264,7 +343,7 @@ def delete_memory(item_id: int):
     service.delete_item(_user_id(), item_id)
     view = MemoryView.from_values(request.values)
     return (render_template("memory/_row_deleted.html", item_id=item_id, content=content)
-            + render_template("memory/_summary_oob.html", total=_view_total(view)))
+            + render_template("memory/_summary_oob.html", total=_view_total(view))), CHANGED
 
 
 @bp.patch("/auto-capture")
@@ -274,5 +353,6 @@ def auto_capture():
     # Anything but "true"/"false" reaches the service as is, which refuses it (2001).
     enabled = {"true": True, "false": False}.get(raw, raw)
     enabled = service.set_auto_capture(_user_id(), enabled)
+    # The switch answers itself: the focus stays on it, for the next Space or Enter.
     return render_template("memory/_toggle.html", auto_capture=enabled,
-                           capture_warning=_capture_warning(enabled))
+                           capture_warning=_capture_warning(enabled), focus=True)

@@ -156,7 +156,8 @@ def test_access_log_shows_who_read_my_memories(page: Page, app: Flask, alice_id:
     page.get_by_text("访问记录", exact=True).click()
     log = page.locator("#access-log-body")
     expect(log).to_contain_text("共 2 次")
-    expect(log.locator("li").first).to_contain_text(f"auditor 查看了记忆 #{item_id} 的来源与历史")
+    expect(log.locator("li").first).to_contain_text(
+        "auditor 查看了记忆「回答请用中文」的来源与历史")
     expect(log.locator("li").nth(1)).to_contain_text("auditor 查看了你的记忆列表")
     _check(page)
     page.locator("#access-log").scroll_into_view_if_needed()
@@ -169,7 +170,7 @@ def test_auditor_searches_content_and_reads_a_history_that_the_user_then_sees(
         shot: Callable[[str], None]):
     alice = users.user("alice")
     users.user("auditor", grants=("memory:read",))
-    item_id = _learnt(store, alice)
+    _learnt(store, alice)
     store.add_many(alice, ["回答请用中文", "先给结论"])
     hand_session_to(page, app, live_server, "auditor")
     page.goto(f"/admin/memory?q=alice&userId={alice}")
@@ -189,4 +190,4 @@ def test_auditor_searches_content_and_reads_a_history_that_the_user_then_sees(
     page.goto("/settings/memory")
     page.get_by_text("访问记录", exact=True).click()
     expect(page.locator("#access-log-body li").first).to_contain_text(
-        f"auditor 查看了记忆 #{item_id} 的来源与历史")
+        "auditor 查看了记忆「输出报告一律用中文」的来源与历史")

@@ -216,7 +216,7 @@ def test_an_audit_read_appears_in_my_access_log_and_nobody_elses(app: Flask, ali
         audit.history(auditor, item_id)
     told = _text(alice_page.htmx("GET", "/settings/memory/access-log").text)
     assert "共 2 次" in told
-    assert told.index(f"auditor 查看了记忆 #{item_id} 的来源与历史") < told.index(
+    assert told.index("auditor 查看了记忆「报告用中文」的来源与历史") < told.index(
         "auditor 查看了你的记忆列表")
     with app.app_context():
         assert access_log.page(PageRequest(1, 10), bob).total == 0
