@@ -103,8 +103,8 @@ def check_password_rule(password: str) -> None:
 
 def set_password(username: str, password: str) -> int:
     """A new password; every login of the user ends. Returns how many ended."""
-    check_password_rule(password)
     user = _named(username)
+    check_password_rule(password)
     with UnitOfWork() as uow:
         user.password_hash = generate_password_hash(password)
         ended = sessions.end_all(user.id)
