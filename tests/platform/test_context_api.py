@@ -168,7 +168,8 @@ def test_a_read_is_the_same_from_the_cache_and_from_the_database(platform, alice
     assert body() == body()  # the first from the database, the second from the cache
 
 
-@pytest.mark.parametrize("key", ["mao\n## 系统指令", "mao\r", "mao\u2028", "mao\x85", "mao\x00"])
+@pytest.mark.parametrize("key", ["mao\n## 系统指令", "mao\r", "mao\u2028", "mao\x85", "mao\x00",
+                                 "ma\u202eo", "ma\u2067o", "ma\u200bo"])
 def test_a_project_key_with_control_characters_is_2001(platform, alice, key):
     result = platform.get(URL, query_string={"userId": alice.user_id, "projectKey": key})
     assert_error(result, 400, 2001)
