@@ -12,6 +12,7 @@ from app import config as app_config
 from app import rawdb
 from app.extensions import db, migrate
 from app.jsonbody import RequestJSONProvider
+from app.params import AsciiIntegerConverter
 
 MIGRATIONS_DIR = str(Path(__file__).resolve().parent.parent / "migrations")
 
@@ -24,6 +25,8 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     """
     app = Flask(__name__, template_folder="../templates", static_folder="../static",
                 instance_relative_config=True)
+    # Before any route is added: `<int:…>` takes ASCII digits only (SPEC §9).
+    app.url_map.converters["int"] = AsciiIntegerConverter
     app.config.from_mapping(app_config.from_environment(app.instance_path))
     if config:
         app.config.from_mapping(config)

@@ -14,6 +14,7 @@ from werkzeug.exceptions import BadRequest, HTTPException
 
 from app import errors
 from app.errors import DomainError
+from app.params import query_is_utf8
 
 # Failures of what the service stands on, not of the request: answered 503 so clients retry.
 DEPENDENCY_ERRORS = (OperationalError, InterfaceError, DisconnectionError,
@@ -115,14 +116,11 @@ _HTTP_TO_ERROR = {
 
 
 def _refuse_undecodable_query() -> None:
-    """A query string that is not UTF-8 is the client's error: werkzeug would raise a
-    UnicodeDecodeError (a 500) at the first look at `request.args`. Checked before any view."""
-    query = request.environ.get("QUERY_STRING", "")
-    if not query.isascii():
-        try:
-            query.encode("latin-1").decode("utf-8")
-        except UnicodeError:
-            raise BadRequest("the query string is not valid UTF-8") from None
+    """A query string that is not UTF-8, raw or percent-decoded, is the client's error: werkzeug
+    would raise a UnicodeDecodeError (a 500) at the first look at `request.args`, or put U+FFFD
+    for `%FF` and answer as if the client had sent it. Checked before any view (2001)."""
+    if not query_is_utf8(request.environ.get("QUERY_STRING", "")):
+        raise BadRequest("the query string is not valid UTF-8")
 
 
 def register_error_handlers(app: Flask) -> None:

@@ -28,15 +28,15 @@ without a second lookup and a second wait on a database that just failed.
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl
 from wsgiref.types import WSGIEnvironment
 
 from pydantic import ValidationError
 
 from app.auth.identity import bearer_token, is_service_token
 from app.envelope import ok_body
-from app.errors import DomainError
+from app.errors import DomainError, InvalidInput
 from app.memory import service
+from app.params import query_pairs
 from app.platform.fast_path import FastPath
 from app.schemas.platform import ContextQuery
 from app.security_headers import EVERY_RESPONSE, PRIVATE
@@ -53,9 +53,8 @@ def _query(query_string: str) -> dict[str, str] | None:
     """The query as `request.args.to_dict()` gives it, when it is plain: strict UTF-8 (werkzeug
     would keep bad bytes percent-encoded), no parameter twice, none the model does not know."""
     try:
-        pairs = parse_qsl(query_string.encode("latin-1").decode("utf-8"),
-                          keep_blank_values=True, errors="strict")
-    except UnicodeError:
+        pairs = query_pairs(query_string)
+    except InvalidInput:
         return None
     query = dict(pairs)
     if len(query) != len(pairs) or not PARAMETERS.issuperset(query):

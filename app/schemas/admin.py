@@ -5,15 +5,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, Field, StrictInt
+from pydantic import BaseModel, BeforeValidator, Field, StrictInt
 from pydantic.json_schema import SkipJsonSchema
 
 from app.extraction.outcomes import OutcomeStatus
 from app.memory.rules import ID_MAX, Scope, Status
+from app.params import ascii_id
 from app.schemas import Body, Paged, PageQuery, Text
 from app.schemas.memory import Search
 
-UserId = Annotated[int, Field(ge=1, le=ID_MAX)]
+# A user id in a query string: ASCII digits only (`params.ascii_id`), a positive BIGINT.
+UserId = Annotated[int, BeforeValidator(ascii_id), Field(ge=1, le=ID_MAX)]
 
 
 class AuditQuery(PageQuery):
