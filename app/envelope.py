@@ -10,7 +10,7 @@ from flask import Flask, Response, current_app, jsonify, request
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
-from werkzeug.exceptions import BadRequest, HTTPException
+from werkzeug.exceptions import BadRequest, HTTPException, MethodNotAllowed
 
 from app import errors
 from app.errors import DomainError
@@ -123,6 +123,14 @@ def _refuse_undecodable_query() -> None:
         raise BadRequest("the query string is not valid UTF-8")
 
 
+def with_allow(response: Response, exc: HTTPException) -> Response:
+    """A 405 says which methods the address takes (`Allow`, RFC 9110): werkzeug puts it on its
+    own answer, and an error handler that builds another must carry it over."""
+    if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
+        response.headers["Allow"] = ", ".join(exc.valid_methods)
+    return response
+
+
 def register_error_handlers(app: Flask) -> None:
     """Render every error under /api/ as an envelope; never leak a traceback."""
     app.before_request(_refuse_undecodable_query)
@@ -144,7 +152,8 @@ def register_error_handlers(app: Flask) -> None:
             return fail(ErrorCode.INTERNAL_ERROR, "internal error", status)
         error = _HTTP_TO_ERROR.get(status, ErrorCode.PARAM_INVALID)
         # 404/405/413 keep their HTTP status so clients can tell "no such route" from bad input.
-        return fail(error, exc.description or exc.name, status)
+        response, status = fail(error, exc.description or exc.name, status)
+        return with_allow(response, exc), status
 
     @app.errorhandler(Exception)
     def handle_unexpected(exc: Exception):
