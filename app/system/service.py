@@ -16,6 +16,8 @@ from app.system.models import EXTRACTION_MODEL_KEY, LlmModel, SystemSetting
 from app.unit_of_work import UnitOfWork
 
 MODEL_SETTING_KEYS = frozenset({EXTRACTION_MODEL_KEY})
+# The longest model id a setting may name, in digits (a BIGINT has 19; no registry gets there).
+MODEL_ID_DIGITS = 18
 # The service's own secrets and connection strings: never a model's key. A model's api_key_env
 # is sent as a bearer token to its base URL, so naming one of these would hand it to whoever
 # that URL points at.
@@ -50,10 +52,10 @@ def _model_id_value(value: Any) -> str:
         value = str(value)
     if not isinstance(value, str):
         raise InvalidInput("setting_value_type", "value must be a string")
-    value = value.strip()
     if value == "":
         return ""
-    if not (value.isascii() and value.isdigit()) or len(value) > 18 \
+    # An id is ASCII digits and nothing else (SPEC §9), as `/api/openapi.json` says.
+    if not (value.isascii() and value.isdigit()) or len(value) > MODEL_ID_DIGITS \
             or db.session.get(LlmModel, int(value)) is None:
         raise UnknownModel("model_not_found", f"no model with id {value!r}")
     return str(int(value))
