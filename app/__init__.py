@@ -6,11 +6,13 @@ from pathlib import Path
 from typing import Any
 
 from flask import Flask
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app import config as app_config
 from app import database
 from app.extensions import db, migrate
 from app.jsonbody import RequestJSONProvider
+from app.params import AsciiIntegerConverter
 
 MIGRATIONS_DIR = str(Path(__file__).resolve().parent.parent / "migrations")
 
@@ -23,12 +25,15 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     """
     app = Flask(__name__, template_folder="../templates", static_folder="../static",
                 instance_relative_config=True)
+    # Before any route is added: `<int:…>` takes ASCII digits only (SPEC §9).
+    app.url_map.converters["int"] = AsciiIntegerConverter
     app.config.from_mapping(app_config.from_environment(app.instance_path))
     if config:
         app.config.from_mapping(config)
     app_config.log_missing_platform_secrets(app.config)
     app.json = RequestJSONProvider(app)
     _tune_engine(app)
+    _trust_proxies(app)
 
     db.init_app(app)
     migrate.init_app(app, db, directory=MIGRATIONS_DIR)
@@ -69,6 +74,17 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     # them, every other request by Flask.
     HotPaths.install(app, WebhookReceiver, ContextRead)
     return app
+
+
+def _trust_proxies(app: Flask) -> None:
+    """Behind MEMORY_TRUSTED_PROXIES proxies, the client's address, scheme and host are the
+    ones the N-th proxy back put in X-Forwarded-For/-Proto/-Host (werkzeug's ProxyFix): the login
+    throttle counts the real client, and behind TLS Flask sees https (Secure cookies, the strict
+    Referer check, HSTS). With 0, those headers are ignored: any client can write them."""
+    proxies = app.config.get("MEMORY_TRUSTED_PROXIES") or 0
+    if proxies:
+        fixed = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies)
+        app.wsgi_app = fixed  # type: ignore[method-assign]
 
 
 def _tune_engine(app: Flask) -> None:

@@ -49,10 +49,18 @@ def log_to_stderr() -> None:
 @click.argument("name")
 @click.option("--id", "user_id", type=click.IntRange(1, ID_MAX),
               help="The platform's user id (names an existing platform user).")
-@click.option("--password", help="Password for the login page; without one, token access only.")
+@click.option("--password", help="Password for the login page, at least "
+                                 f"{accounts.PASSWORD_MIN_LENGTH} characters.")
+@click.option("--no-password", is_flag=True,
+              help="A token-only account: no login page, personal tokens only.")
 @click.option("--admin", is_flag=True, help="Make the user an admin.")
-def create_user(name: str, user_id: int | None, password: str | None, admin: bool) -> None:
-    """Create the account NAME."""
+def create_user(name: str, user_id: int | None, password: str | None, no_password: bool,
+                admin: bool) -> None:
+    """Create the account NAME, with --password P or, token-only, --no-password."""
+    # A token-only account is asked for by name: an empty or forgotten --password must not make
+    # one silently.
+    if no_password == (password is not None):
+        raise click.UsageError("give either --password P or --no-password (token-only)")
     with _account_refusals():
         user = accounts.create_user(name, user_id=user_id, password=password, admin=admin)
     role = "admin" if user.is_admin else "user"
@@ -145,13 +153,15 @@ def enable(name: str) -> None:
 @models.command("add")
 @click.argument("name")
 @click.option("--model", "model_name", required=True, help="The provider's model name.")
-@click.option("--base-url", help="OpenAI-compatible endpoint, an http(s) URL (not link-local); "
+@click.option("--base-url", help="OpenAI-compatible endpoint, an http(s) URL (not a "
+                                 "link-local or cloud metadata address, in any spelling); "
                                  "default OPENAI_BASE_URL.")
-@click.option("--api-key-env", help="Name of the env var holding the key; default "
-                                    "OPENAI_API_KEY. Never one of the service's own secrets "
-                                    "(SECRET_KEY, MEMORY_SERVICE_TOKEN, MEMORY_WEBHOOK_SECRET, "
-                                    "DATABASE_URL, REDIS_URL, any MEMORY_*/FLASK_* variable): "
-                                    "the key is sent to the base URL.")
+@click.option("--api-key-env", help="Name of the env var holding the key, of the form "
+                                    "[A-Z][A-Z0-9_]*_API_KEY; default OPENAI_API_KEY. Never "
+                                    "one of the service's own secrets (SECRET_KEY, "
+                                    "MEMORY_SERVICE_TOKEN, MEMORY_WEBHOOK_SECRET, any "
+                                    "MEMORY_*/FLASK_* variable): the key is sent to the base "
+                                    "URL.")
 @click.option("--default", "is_default", is_flag=True, help="Make it the default model.")
 def add_model(name: str, model_name: str, base_url: str | None, api_key_env: str | None,
               is_default: bool) -> None:

@@ -47,6 +47,9 @@ class Environment(BaseSettings):
     # 5xx); one retry per entry, then the job fails.
     MEMORY_RETRY_DELAYS_S: Annotated[tuple[int, ...], NoDecode] = DEFAULT_RETRY_DELAYS_S
     MEMORY_SESSION_HOURS: float = Field(DEFAULT_SESSION_HOURS, gt=0)
+    # How many proxies in front of the service append to X-Forwarded-For/-Proto/-Host (0: the
+    # peer is the client). Trusting more than there are lets any client forge its address.
+    MEMORY_TRUSTED_PROXIES: int = Field(0, ge=0, le=10)
     FLASK_ENV: str | None = None
     APP_ENV: str | None = None
 
@@ -93,6 +96,9 @@ def from_environment(instance_path: str) -> dict[str, Any]:
         "MEMORY_LLM_TIMEOUT_S": env.MEMORY_LLM_TIMEOUT_S,
         "MEMORY_BOT_PROJECT_KEYS": env.MEMORY_BOT_PROJECT_KEYS,
         "MEMORY_RETRY_DELAYS_S": env.MEMORY_RETRY_DELAYS_S,
+        "MEMORY_TRUSTED_PROXIES": env.MEMORY_TRUSTED_PROXIES,
+        # Production answers HTML over https with Strict-Transport-Security.
+        "PRODUCTION": env.production,
         # OPENAI_BASE_URL / OPENAI_API_KEY are read by the LLM client at call time, so a
         # model's api_key_env can name any variable of the process environment.
         # How long a login lasts, server-side and in the cookie.

@@ -10,10 +10,11 @@ from flask import Flask, Response, current_app, jsonify, request
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
-from werkzeug.exceptions import BadRequest, HTTPException
+from werkzeug.exceptions import BadRequest, HTTPException, MethodNotAllowed
 
 from app import errors
 from app.errors import DomainError
+from app.params import query_is_utf8
 
 # Failures of what the service stands on, not of the request: answered 503 so clients retry.
 DEPENDENCY_ERRORS = (OperationalError, InterfaceError, DisconnectionError,
@@ -141,14 +142,19 @@ _HTTP_TO_ERROR = {
 
 
 def _refuse_undecodable_query() -> None:
-    """A query string that is not UTF-8 is the client's error: werkzeug would raise a
-    UnicodeDecodeError (a 500) at the first look at `request.args`. Checked before any view."""
-    query = request.environ.get("QUERY_STRING", "")
-    if not query.isascii():
-        try:
-            query.encode("latin-1").decode("utf-8")
-        except UnicodeError:
-            raise BadRequest("the query string is not valid UTF-8") from None
+    """A query string that is not UTF-8, raw or percent-decoded, is the client's error: werkzeug
+    would raise a UnicodeDecodeError (a 500) at the first look at `request.args`, or put U+FFFD
+    for `%FF` and answer as if the client had sent it. Checked before any view (2001)."""
+    if not query_is_utf8(request.environ.get("QUERY_STRING", "")):
+        raise BadRequest("the query string is not valid UTF-8")
+
+
+def with_allow(response: Response, exc: HTTPException) -> Response:
+    """A 405 says which methods the address takes (`Allow`, RFC 9110): werkzeug puts it on its
+    own answer, and an error handler that builds another must carry it over."""
+    if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
+        response.headers["Allow"] = ", ".join(exc.valid_methods)
+    return response
 
 
 def register_error_handlers(app: Flask) -> None:
@@ -168,7 +174,8 @@ def register_error_handlers(app: Flask) -> None:
         if not wants_envelope():
             return exc
         error, message, status = refusal(exc, request.path, app.logger)
-        return fail(error, message, status)
+        response, status = fail(error, message, status)
+        return with_allow(response, exc), status
 
     @app.errorhandler(Exception)
     def handle_unexpected(exc: Exception):

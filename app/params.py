@@ -1,13 +1,21 @@
-"""Form and header values → domain values: what the pages (and X-User-Id) parse the same way.
+"""Form, header and query values → domain values: what the pages, X-User-Id, the schemas' ids and
+the query strings of every path parse the same way.
 
 Forms and headers carry text; the domain takes enums and ids (the JSON API reads its requests
-through `app.schemas`). A value that cannot be read is the usual 2001 (`InvalidInput`), named
-after the parameter.
+through `app.schemas`, whose ids are read by `ascii_id` too). A value that cannot be read is the
+usual 2001 (`InvalidInput`), named after the parameter.
+
+Every id anywhere (SPEC §9 Input, stricter) is ASCII digits and nothing else: pydantic's lax
+integers read `42.0`, `4_2`, `+42`, ` 42 ` and `42\n` as user 42 (the context read took them
+all), and int() reads full-width `４２` too.
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qsl, unquote_to_bytes
+
+from werkzeug.routing import IntegerConverter
 
 from app.errors import InvalidInput
 from app.memory.rules import (
@@ -37,14 +45,59 @@ def status(value: Any, *, required: bool = True) -> Status | None:
         raise InvalidInput("status_invalid", "status must be ACTIVE or DISMISSED") from None
 
 
+def ascii_id(raw: Any) -> Any:
+    """An id written as text (query string, header, form): its value when it is ASCII digits and
+    nothing else; ValueError otherwise. Anything but a str (a JSON number) is left to the caller's
+    own type check."""
+    if not isinstance(raw, str):
+        return raw
+    # str.isdigit() alone also takes '４２' and '²'; int() also takes '4_2', '+42' and ' 42 '.
+    if not (raw.isascii() and raw.isdigit()):
+        raise ValueError("must be written with the digits 0-9 only")
+    return int(raw)
+
+
+class AsciiIntegerConverter(IntegerConverter):
+    """`<int:…>` in a route, ASCII digits only: werkzeug's own `\\d+` matches full-width and other
+    Unicode digits, which int() then reads (`/api/v1/memory/４２` was item 42). Any other
+    segment names no resource: 404, as `/api/v1/memory/abc` always was."""
+
+    regex = "[0-9]+"
+
+
 def user_id(raw: str | None, name: str) -> int:
-    """A platform user id: a positive integer that fits a BIGINT."""
+    """A platform user id: a positive integer that fits a BIGINT, in ASCII digits only."""
     if raw is None or raw == "":
         raise InvalidInput("user_id_required", f"{name} is required")
-    raw = raw.strip()
-    if not (raw.isascii() and raw.isdigit()) or not 0 < int(raw) <= ID_MAX:
+    try:
+        value = ascii_id(raw)
+    except ValueError:
+        value = 0
+    if not 0 < value <= ID_MAX:
         raise InvalidInput("user_id_invalid", f"{name} must be a positive integer")
-    return int(raw)
+    return value
+
+
+def query_is_utf8(query_string: str) -> bool:
+    """Whether a query string (as WSGI hands it: the raw bytes as latin-1 text) is UTF-8 once
+    percent-decoded. werkzeug would put U+FFFD for `%FF` or an encoded lone surrogate
+    (`%ED%A0%80`) and go on; a parameter the client did not write must be refused (2001)."""
+    if query_string.isascii() and "%" not in query_string:
+        return True
+    try:
+        # Decoded whole: a separator is ASCII, so no UTF-8 sequence can span two parameters.
+        unquote_to_bytes(query_string.encode("latin-1")).decode("utf-8")
+    except UnicodeError:
+        return False
+    return True
+
+
+def query_pairs(query_string: str) -> list[tuple[str, str]]:
+    """The parameters of a query string, in order, blanks kept; InvalidInput unless it is
+    UTF-8 (`query_is_utf8`)."""
+    if not query_is_utf8(query_string):
+        raise InvalidInput("query_not_utf8", "the query string is not valid UTF-8")
+    return parse_qsl(query_string.encode("latin-1").decode("utf-8"), keep_blank_values=True)
 
 
 def search(value: str | None) -> str:

@@ -30,6 +30,10 @@ EVERY_RESPONSE: tuple[tuple[str, str], ...] = (
     ("Referrer-Policy", "same-origin"),
 )
 PRIVATE: tuple[str, str] = ("Cache-Control", "no-store")
+# Production pages reached over https tell the browser to use nothing else for a year (SPEC §9);
+# not sent over http, where a browser ignores it anyway, nor outside production (a developer's
+# localhost must not be pinned to https).
+STRICT_TRANSPORT_SECURITY = ("Strict-Transport-Security", "max-age=31536000")
 # Static files (the icon among them) are the same for everyone, so a request for one that happens
 # to carry the session cookie may still be cached.
 PUBLIC_ENDPOINTS = frozenset({"static", "site.favicon"})
@@ -38,6 +42,7 @@ PUBLIC_ENDPOINTS = frozenset({"static", "site.favicon"})
 def init_app(app: Flask) -> None:
     """Set the headers on every response of `app`."""
     session_cookie = app.config["SESSION_COOKIE_NAME"]
+    production = bool(app.config.get("PRODUCTION"))
 
     @app.after_request
     def security_headers(response: Response) -> Response:
@@ -48,6 +53,8 @@ def init_app(app: Flask) -> None:
             headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
             # For browsers that predate frame-ancestors.
             headers["X-Frame-Options"] = "DENY"
+            if production and request.is_secure:
+                headers[STRICT_TRANSPORT_SECURITY[0]] = STRICT_TRANSPORT_SECURITY[1]
         # `session.modified`: this response starts a session (the login form's CSRF token).
         if ("Authorization" in request.headers or session_cookie in request.cookies
                 or session.modified) and request.endpoint not in PUBLIC_ENDPOINTS:

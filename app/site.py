@@ -15,7 +15,7 @@ from flask import Blueprint, Flask, Response, current_app, make_response, url_fo
 from werkzeug.exceptions import HTTPException
 
 from app import messages, pages
-from app.envelope import wants_envelope
+from app.envelope import wants_envelope, with_allow
 
 bp = Blueprint("site", __name__)
 
@@ -59,7 +59,7 @@ def init_app(app: Flask) -> None:
         if wants_envelope() or exc.code is None:
             return envelope_http_error(exc)
         heading, sentence = messages.http_page(exc.code)
-        return pages.error_response(exc.code, heading, sentence)
+        return with_allow(pages.error_response(exc.code, heading, sentence), exc)
 
     @app.errorhandler(Exception)
     def unexpected(exc: Exception):

@@ -65,9 +65,9 @@ def stub_reply(tmp_path):
 def test_llm_stub_by_hand_answers_its_fixed_reply(app, stub_reply, webhook, run_jobs, memories,
                                                    monkeypatch):
     """Registered as the README's walkthrough does, the stub teaches the fixed memory."""
-    monkeypatch.setenv("STUB_LLM_KEY", "unused")
+    monkeypatch.setenv("STUB_LLM_API_KEY", "unused")
     with app.app_context():
-        system.add_model("stub", "stub-model", base_url=stub_reply, api_key_env="STUB_LLM_KEY",
+        system.add_model("stub", "stub-model", base_url=stub_reply, api_key_env="STUB_LLM_API_KEY",
                          default=True)
         db.session.remove()
     capture_on(app)

@@ -45,3 +45,28 @@ def test_every_operation_documents_its_success_and_errors(app):
             codes = set(operation["responses"])
             assert codes & {"200", "201", "202"}, f"{method} {path}"
             assert any(c.startswith(("4", "5")) for c in codes), f"{method} {path}"
+
+
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+def test_a_405_says_which_methods_the_address_takes(app, client):
+    """SPEC §9: every method a documented address does not take is 405 with `Allow`, listing
+    the documented ones (schemathesis' unsupported_method check)."""
+    sent = 0
+    for path, item in openapi_document(app)["paths"].items():
+        url = re.sub(r"\{[^}]+\}", "1", path)
+        documented = {method.upper() for method in item}
+        for method in set(METHODS) - documented:
+            response = client.open(url, method=method)
+            allowed = {m.strip() for m in response.headers.get("Allow", "").split(",")}
+            assert response.status_code == 405, f"{method} {url}"
+            assert documented <= allowed, f"{method} {url}: Allow {allowed}"
+            sent += 1
+    assert sent > 20
+
+
+def test_a_405_page_says_which_methods_the_address_takes(client):
+    response = client.delete("/login")
+    assert response.status_code == 405 and response.mimetype == "text/html"
+    assert {"GET", "POST"} <= {m.strip() for m in response.headers["Allow"].split(",")}

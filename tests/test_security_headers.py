@@ -115,3 +115,29 @@ def test_static_files_stay_cacheable_for_a_logged_in_browser(alice_page: PageSes
         assert response.status_code == 200
         assert "no-store" not in response.headers.get("Cache-Control", "")
         response.close()
+
+
+HSTS = "Strict-Transport-Security"
+
+
+@pytest.fixture
+def production_app(make_app, app, monkeypatch):
+    """The app as APP_ENV=production builds it, behind one trusted TLS proxy."""
+    monkeypatch.setenv("APP_ENV", "production")
+    monkeypatch.setenv("SECRET_KEY", "production-test-secret")
+    return make_app(MEMORY_TRUSTED_PROXIES=1)
+
+
+def test_production_html_over_https_carries_strict_transport_security(production_app):
+    client = production_app.test_client()
+    response = client.get("/login", headers={"X-Forwarded-Proto": "https"})
+    assert response.mimetype == "text/html"
+    assert response.headers[HSTS] == "max-age=31536000"
+    assert HSTS not in client.get("/login").headers  # plain http: a browser would ignore it
+
+
+def test_hsts_is_never_sent_outside_production(make_app, app):
+    response = make_app(MEMORY_TRUSTED_PROXIES=1).test_client().get(
+        "/login", headers={"X-Forwarded-Proto": "https"})
+    assert HSTS not in response.headers
+    assert HSTS not in app.test_client().get("/login", base_url="https://localhost").headers

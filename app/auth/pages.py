@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 from flask import Blueprint, Response, redirect, render_template, request, url_for
 
 from app.auth import sessions
-from app.auth.service import authenticate_password
-from app.auth.throttle import throttle
+from app.auth.service import authenticate_password, login_account
+from app.auth.throttle import account_key, throttle
 from app.pages import csrf_refused
 
 bp = Blueprint("auth", __name__)
@@ -40,8 +40,9 @@ def _throttled(next_url: str | None, username: str, retry_after: int) -> Respons
 def login():
     """The login form; on success a new login session and a redirect to `next`.
 
-    After 5 failed logins for one username within 15 minutes every attempt for it is 429 with
-    Retry-After, whatever the password, until the window passes."""
+    After 5 failed logins for one account within 15 minutes every attempt for it is 429 with
+    Retry-After, whatever the password, until the window passes; a good login clears the
+    account's count."""
     next_url = request.values.get("next")
     if request.method == "GET":
         return render_template("login.html", next_url=next_url, error=None, username="",
@@ -51,20 +52,24 @@ def login():
     if not sessions.csrf_valid():
         return render_template("login.html", next_url=next_url, username=username,
                                error="登录页面已过期,请重新输入密码再登录。"), 400
+    # The peer, or the client N trusted proxies back (ProxyFix, MEMORY_TRUSTED_PROXIES).
     address = request.remote_addr or "-"
+    account = login_account(username)
+    key = account_key(username, account.id if account is not None else None)
     limits = throttle()
-    retry_after = limits.retry_after(username, address)
+    retry_after = limits.retry_after(key, address)
     if retry_after is not None:
         log.warning("event=login.throttled username=%r address=%s retry_after_s=%d",
                     username[:64], address, retry_after)
         return _throttled(next_url, username, retry_after)
-    user = authenticate_password(username, request.form.get("password", ""))
+    user = authenticate_password(account, request.form.get("password", ""))
     if user is None:
-        limits.failed(username, address)
+        limits.failed(key, address)
         # Never the password, and the username quoted: it is whatever the client sent.
         log.warning("event=login.failed username=%r address=%s", username[:64], address)
         return render_template("login.html", next_url=next_url, username=username,
                                error="用户名或密码错误,请重新输入密码。"), 401
+    limits.succeeded(key)
     sessions.start(user)
     log.info("event=login.succeeded user=%s address=%s", user.id, address)
     return redirect(_safe_next(next_url))

@@ -20,6 +20,8 @@ from app.unit_of_work import UnitOfWork
 TOKEN_PREFIX = "mem_"
 # What `users tokens` shows of a token: its first 8 characters (SPEC §8).
 SHOWN_PREFIX = 8
+# SPEC §9 Accounts: wherever a password is set (CLI, any page), at least this many characters.
+PASSWORD_MIN_LENGTH = 8
 # A token's last use is written at most this often: a token calling the API in a loop must not
 # turn every read into a write.
 LAST_USED_PRECISION = timedelta(minutes=1)
@@ -33,9 +35,16 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def authenticate_password(username: str, password: str) -> User | None:
-    """The user, if the password is theirs and the account is not disabled."""
-    user = User.by_username(username)
+def login_account(username: str) -> User | None:
+    """The account a login form's name is for, as the database matches names: its collation
+    (utf8mb4_unicode_ci) ignores case, width and accents, so `ｃａｒｏｌ` and `càrol` are carol.
+    The login throttle counts against this account, whatever spelling was typed."""
+    return User.by_username(username)
+
+
+def authenticate_password(user: User | None, password: str) -> User | None:
+    """`user` (from `login_account`), if the password is theirs and the account is not
+    disabled."""
     if user is None or not user.password_hash or not user.is_active:
         # Spend the same time as a real check so usernames cannot be probed by timing.
         check_password_hash(_dummy_hash(), password)
@@ -89,10 +98,18 @@ def revoke_token(username: str, token_id: int) -> None:
         uow.commit()
 
 
+def check_password_rule(password: str) -> None:
+    """A password has at least PASSWORD_MIN_LENGTH characters (an empty one too is refused: a
+    token-only account is asked for explicitly, never made by an empty password)."""
+    if len(password) < PASSWORD_MIN_LENGTH:
+        raise AccountError(f"a password must have at least {PASSWORD_MIN_LENGTH} characters")
+
+
 @retry_conflicts
 def set_password(username: str, password: str) -> int:
     """A new password; every login of the user ends. Returns how many ended."""
     user = _named(username)
+    check_password_rule(password)
     with UnitOfWork() as uow:
         user.password_hash = generate_password_hash(password)
         ended = sessions.end_all(user.id)
@@ -136,7 +153,11 @@ def ensure_user(user_id: int) -> User:
 @retry_conflicts
 def create_user(username: str, *, user_id: int | None = None, password: str | None = None,
                 admin: bool = False) -> User:
-    """A named account. With `user_id` of a user first seen through the platform, names it."""
+    """A named account. With `user_id` of a user first seen through the platform, names it.
+    `password` None makes a token-only account (no login page); any password must pass the
+    rule."""
+    if password is not None:
+        check_password_rule(password)
     username = username.strip()
     if not username or len(username) > 64:
         raise AccountError("username must be 1 to 64 characters")
@@ -152,7 +173,7 @@ def create_user(username: str, *, user_id: int | None = None, password: str | No
             db.session.add(user)
         user.username = username
         user.is_admin = admin
-        user.password_hash = generate_password_hash(password) if password else None
+        user.password_hash = generate_password_hash(password) if password is not None else None
         uow.commit()
     return user
 

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from typing import Any
 
 import sqlalchemy as sa
-from flask import Flask, current_app, session
+from flask import Flask, current_app, request, session
+from flask.sessions import SecureCookieSessionInterface
 from flask_login import current_user, login_user, logout_user
 from flask_wtf.csrf import CSRFError, generate_csrf
 
@@ -26,6 +28,7 @@ from app.auth.models import LoginSession, User
 from app.database import retry_conflicts
 from app.db_types import utcnow
 from app.extensions import csrf, db, login_manager
+from app.security_headers import PUBLIC_ENDPOINTS
 from app.unit_of_work import UnitOfWork
 
 
@@ -33,7 +36,19 @@ def _hash(session_id: str) -> str:
     return hashlib.sha256(session_id.encode("utf-8")).hexdigest()
 
 
+class CookieSessions(SecureCookieSessionInterface):
+    """Flask's signed-cookie sessions, less the cookie on static files: a permanent session is
+    re-sent on every response (SESSION_REFRESH_EACH_REQUEST), and a script or icon that any
+    cache may keep must not carry one person's session cookie with it."""
+
+    def should_set_cookie(self, app: Flask, session: Any) -> bool:
+        if request.endpoint in PUBLIC_ENDPOINTS:
+            return False
+        return super().should_set_cookie(app, session)
+
+
 def init_app(app: Flask) -> None:
+    app.session_interface = CookieSessions()
     # What LoginManager.init_app does, less its after_request hook (see the module docstring).
     app.login_manager = login_manager  # type: ignore[attr-defined]
     login_manager.user_loader(load)

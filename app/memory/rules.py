@@ -69,9 +69,39 @@ _WHITESPACE_RUN = re.compile(r"\s+")
 # What a prompt line must never carry (SPEC §8 Input): C0 and C1 controls, the Unicode line and
 # paragraph separators, and surrogates (in a str every one is lone: a valid pair decodes to one
 # character). A newline in a key or a memory would start a line of its own in the injected block.
-_UNSAFE_IN_KEY = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_CONTROLS = "\x00-\x1f\x7f-\x9f\u2028\u2029"
+_SURROGATES = "\ud800-\udfff"
+# Bidirectional embeddings, overrides and isolates (SPEC §9) count as control characters:
+# `ma\u202eo` shows as another text than it is, on the pages and in the prompt.
+_BIDI = "\u202a-\u202e\u2066-\u2069"
+# Zero-width characters make two keys that look alike differ; refused in project keys only
+# (content keeps them: the zero-width joiner builds emoji and some scripts' letters).
+_ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff"
+_REFUSED_IN_KEY = f"{_CONTROLS}{_BIDI}{_ZERO_WIDTH}"
+_UNSAFE_IN_KEY = re.compile(f"[{_REFUSED_IN_KEY}{_SURROGATES}]")
 # Content may keep tab, CR and LF (a textarea sends CRLF); normalize() folds them for prompts.
-_UNSAFE_IN_CONTENT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_REFUSED_IN_CONTENT = f"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029{_BIDI}"
+_UNSAFE_IN_CONTENT = re.compile(f"[{_REFUSED_IN_CONTENT}{_SURROGATES}]")
+# What one_line turns into a space: rows stored before these rules cannot break or spoof a line.
+_UNSAFE_IN_LINE = re.compile(f"[{_CONTROLS}{_BIDI}{_SURROGATES}]")
+
+
+def _schema_pattern(refused: str, *, not_blank: bool) -> str:
+    """A JSON Schema pattern (ECMA-262, read the same way by Python's re) for text holding none
+    of the `refused` characters and, with `not_blank`, something besides whitespace. Each
+    character is spelled as its \\uXXXX escape. Lone surrogates are left out: no JSON text
+    decodes to one that a schema validator could see (the API refuses them all the same)."""
+    chars = "".join(c if c == "-" else f"\\u{ord(c):04x}" for c in refused)
+    if not not_blank:
+        return f"^[^{chars}]*$"
+    return f"^[^{chars}]*[^\\s{chars}][^{chars}]*$"
+
+
+# The same rules, for /api/openapi.json (`app.schemas`), so the document refuses exactly what
+# these functions refuse: any project key sent, a key that names a project, a memory's content.
+PROJECT_KEY_PATTERN = _schema_pattern(_REFUSED_IN_KEY, not_blank=False)
+PROJECT_PATTERN = _schema_pattern(_REFUSED_IN_KEY, not_blank=True)
+CONTENT_PATTERN = _schema_pattern(_REFUSED_IN_CONTENT, not_blank=True)
 
 PROMPT_HEADER = (
     "## 长期记忆\n"
@@ -114,7 +144,7 @@ def valid_project_key(
 
 def manual_content(value: Any) -> str:
     """A user's memory text, trimmed: not empty, at most MANUAL_CONTENT_MAX code points, and no
-    control character other than tab, CR and LF."""
+    control character other than tab, CR and LF (bidirectional controls included)."""
     if not isinstance(value, str):
         raise InvalidContent("content_type", "content must be a non-empty string")
     if _UNSAFE_IN_CONTENT.search(value):
@@ -131,10 +161,12 @@ def manual_content(value: Any) -> str:
 
 def reported_project_key(value: str) -> str:
     """Any project key a caller sends (API, webhook, preview, context, list filter): refused
-    when it holds a control character or a lone surrogate; the key itself otherwise."""
+    when it holds a control character (bidirectional ones included), a zero-width character or
+    a lone surrogate; the key itself otherwise."""
     if _UNSAFE_IN_KEY.search(value):
         raise InvalidInput("project_key_control_chars",
-                           "projectKey must not contain control characters or lone surrogates")
+                           "projectKey must not contain control, bidirectional or zero-width "
+                           "characters or lone surrogates")
     return value
 
 
@@ -204,7 +236,7 @@ def one_line(text: str) -> str:
     if text.isprintable() and "  " not in text and not text.startswith(" ") \
             and not text.endswith(" "):
         return text
-    return normalize(_UNSAFE_IN_KEY.sub(" ", text))
+    return normalize(_UNSAFE_IN_LINE.sub(" ", text))
 
 
 def prompt_line(scope: Scope | str, project_key: str | None, content: str) -> str:

@@ -7,16 +7,15 @@ the route below stays for the URL map and the OpenAPI document and hands over to
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl
 from wsgiref.types import WSGIEnvironment
 
 from flask import Blueprint
-from werkzeug.exceptions import BadRequest
 
 from app.apispec import SERVICE_SECURITY, answers, described, validated
 from app.auth.identity import bearer_token, is_service_token
 from app.envelope import ApiError, ErrorCode, ok_body
 from app.memory import service
+from app.params import query_pairs
 from app.platform.hot_path import HotPath, served_by
 from app.schemas.memory import MemoryContext
 from app.schemas.platform import ContextQuery
@@ -27,14 +26,9 @@ ENDPOINT = "platform_api.memory_context"
 
 def query_of(query_string: str) -> dict[str, str]:
     """The query as `request.args.to_dict()` reads it (a repeated name: its first value), but
-    strict: text that is not UTF-8 is refused, not replaced by U+FFFD."""
-    try:
-        pairs = parse_qsl(query_string.encode("latin-1").decode("utf-8"),
-                          keep_blank_values=True, errors="strict")
-    except UnicodeError:
-        raise BadRequest("the query string is not valid UTF-8") from None
+    strict: text that is not UTF-8 is refused (`params.query_pairs`), not replaced by U+FFFD."""
     query: dict[str, str] = {}
-    for name, value in pairs:
+    for name, value in query_pairs(query_string):
         query.setdefault(name, value)
     return query
 

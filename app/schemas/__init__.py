@@ -41,8 +41,10 @@ def not_blank(value: str) -> str:
 
 
 Text = Annotated[StrictStr, AfterValidator(no_lone_surrogates)]
-# Any project key a caller sends; PROJECT memories then also need a real project (rules).
-ProjectKey = Annotated[StrictStr, AfterValidator(rules.reported_project_key)]
+# Any project key a caller sends; PROJECT memories then also need a real project (rules). The
+# document states the same rule as a pattern (rules.PROJECT_KEY_PATTERN).
+ProjectKey = Annotated[StrictStr, AfterValidator(rules.reported_project_key),
+                       Field(json_schema_extra={"pattern": rules.PROJECT_KEY_PATTERN})]
 
 
 class Body(BaseModel):
@@ -50,8 +52,19 @@ class Body(BaseModel):
     StrictInt, StrictBool), so no JSON value is coerced into another type."""
 
 
+def _blank_is_documented(schema: dict[str, Any]) -> None:
+    """The document says what `Query._blank_is_absent` does: an optional parameter may also be
+    sent empty (`?scope=&page=`), meaning not given."""
+    required = set(schema.get("required", ()))
+    for name, prop in schema.get("properties", {}).items():
+        if name not in required:
+            schema["properties"][name] = {"anyOf": [prop, {"type": "string", "maxLength": 0}]}
+
+
 class Query(BaseModel):
     """A query string: an empty value is a parameter not given."""
+
+    model_config = ConfigDict(json_schema_extra=_blank_is_documented)
 
     @field_validator("*", mode="before")
     @classmethod

@@ -5,15 +5,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, Field, StrictInt
+from pydantic import BaseModel, BeforeValidator, Field, StrictInt
 from pydantic.json_schema import SkipJsonSchema
 
 from app.extraction.outcomes import OutcomeStatus
 from app.memory.rules import ID_MAX, Scope, Status
+from app.params import ascii_id
 from app.schemas import Body, Paged, PageQuery, Text
 from app.schemas.memory import Search
+from app.system.service import MODEL_ID_DIGITS
 
-UserId = Annotated[int, Field(ge=1, le=ID_MAX)]
+# A user id in a query string: ASCII digits only (`params.ascii_id`), a positive BIGINT.
+UserId = Annotated[int, Field(ge=1, le=ID_MAX), BeforeValidator(ascii_id)]
 
 
 class AuditQuery(PageQuery):
@@ -31,9 +34,13 @@ class OutcomeQuery(PageQuery):
 
 
 class SettingValue(Body):
-    """memory.extractionModelId takes '' or a model id (a string or a number)."""
+    """memory.extractionModelId takes '' (the default model) or the id of a registered model,
+    as a string of ASCII digits or a number; an id no model has is 3003."""
 
-    value: Text | StrictInt
+    value: Annotated[Text, Field(json_schema_extra={
+        "pattern": f"^([0-9]{{1,{MODEL_ID_DIGITS}}})?$"})] \
+        | Annotated[StrictInt, Field(json_schema_extra={
+            "minimum": 1, "maximum": 10**MODEL_ID_DIGITS - 1})]
 
 
 class Setting(BaseModel):

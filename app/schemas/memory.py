@@ -5,34 +5,65 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, StrictBool, StrictStr
+from pydantic import BaseModel, Field, StrictBool, StrictStr, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from app.memory.rules import MANUAL_CONTENT_MAX, PROJECT_KEY_MAX, Scope, Source, Status
+from app.memory.rules import (
+    CONTENT_PATTERN,
+    DEFAULT_BOT_PROJECT_KEYS,
+    MANUAL_CONTENT_MAX,
+    PROJECT_KEY_MAX,
+    PROJECT_PATTERN,
+    Scope,
+    Source,
+    Status,
+)
 from app.schemas import Body, Paged, PageQuery, ProjectKey, Query, Text
 
-# Content is checked by the domain (trimmed length, control characters: 3034); the schema only
-# says what it takes, so both checks cannot disagree.
-Content = Annotated[StrictStr, Field(json_schema_extra={"minLength": 1,
-                                                       "maxLength": MANUAL_CONTENT_MAX})]
+# Content is checked by the domain (trimmed length, control characters: 3034); the document
+# states the same rules (`rules.CONTENT_PATTERN`: something besides whitespace, no control
+# character) and validation is left to the domain alone, so the two cannot disagree.
+Content = Annotated[StrictStr, Field(json_schema_extra={
+    "minLength": 1, "maxLength": MANUAL_CONTENT_MAX, "pattern": CONTENT_PATTERN})]
 Search = Annotated[Text, Field(max_length=MANUAL_CONTENT_MAX,
                                description="a case-insensitive substring of the content")]
 
 
 class NewMemory(Body):
+    """A PROJECT memory names its project: a key with something besides whitespace, at most 128
+    characters, not a bot channel's (MEMORY_BOT_PROJECT_KEYS, `feishu-chat-<n>-…`)."""
+
+    model_config = {"json_schema_extra": {
+        "if": {"properties": {"scope": {"const": Scope.PROJECT.value}}, "required": ["scope"]},
+        "then": {"required": ["projectKey"], "properties": {"projectKey": {
+            "type": "string", "pattern": PROJECT_PATTERN, "maxLength": PROJECT_KEY_MAX,
+            "not": {"anyOf": [{"enum": list(DEFAULT_BOT_PROJECT_KEYS)},
+                              {"pattern": "^\\s*feishu-chat-[0-9]+-"}]}}}},
+    }}
+
     scope: Scope
     content: Content
-    projectKey: Annotated[ProjectKey | None, Field(json_schema_extra={
-        "maxLength": PROJECT_KEY_MAX})] = None
+    # A USER memory has no project: its key is only checked for what no key may hold.
+    projectKey: ProjectKey | None = None
 
 
 class MemoryChange(Body):
-    """Content (status kept, D12), status, or both."""
+    """Content (status kept, D12), status, or both; a field sent is a value, never null."""
 
-    model_config = {"json_schema_extra": {"minProperties": 1}}
+    model_config = {"json_schema_extra": {
+        "anyOf": [{"required": ["content"]}, {"required": ["status"]}]}}
 
-    content: Content | None = None
-    status: Status | None = None
+    # Status first: a body wrong in both is refused for it (2001), as it always was.
+    status: Status | SkipJsonSchema[None] = None
+    content: Content | SkipJsonSchema[None] = None
+
+    @field_validator("status", "content", mode="before")
+    @classmethod
+    def _null_is_not_a_value(cls, value: object) -> object:
+        # Absent fields keep their default without validation; an explicit null lands here.
+        if value is None:
+            raise ValueError("must not be null: leave the field out instead")
+        return value
 
 
 class AutoCapture(Body):

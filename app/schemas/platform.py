@@ -16,7 +16,8 @@ from app.schemas import Body, ProjectKey, Text, not_blank
 from app.schemas.admin import UserId
 
 PositiveId = Annotated[StrictInt, Field(gt=0, le=ID_MAX)]
-Required = Annotated[Text, AfterValidator(not_blank)]
+# Something besides whitespace; the document says so too.
+Required = Annotated[Text, AfterValidator(not_blank), Field(json_schema_extra={"pattern": r"\S"})]
 
 
 class ContextQuery(BaseModel):

@@ -26,7 +26,7 @@ def models(app):
     with app.app_context():
         ids = [system.add_model("fast", "gpt-fast", default=True).id,
                system.add_model("smart", "gpt-smart", base_url="http://127.0.0.1:9/v1",
-                                api_key_env="SMART_KEY").id]
+                                api_key_env="SMART_API_KEY").id]
         db.session.remove()
     return ids
 
@@ -58,7 +58,8 @@ def test_admins_may_audit(admin, alice, memories):
 
 
 @pytest.mark.parametrize("query", ["", "userId=", "userId=abc", "userId=0", "userId=1&page=0",
-                                   "userId=1&status=NOPE"])
+                                   "userId=1&status=NOPE", "userId=1.0", "userId=1_0",
+                                   "userId=%2B1", "userId=%201", "userId=%EF%BC%91"])
 def test_audit_needs_a_valid_user_id_and_params(auditor, query):
     assert_error(auditor.get(f"{AUDIT}?{query}"), 400, 2001)
 

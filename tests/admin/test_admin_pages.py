@@ -232,10 +232,10 @@ def test_model_setting_warns_when_no_model_is_registered(admin, monkeypatch):
 
 def test_model_setting_warns_when_the_chosen_models_key_is_missing(admin, app, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "a-key")
-    monkeypatch.delenv("BIG_MODEL_KEY", raising=False)
+    monkeypatch.delenv("BIG_MODEL_API_KEY", raising=False)
     with app.app_context():
         system.add_model("fast", "gpt-4o-mini", default=True)
-        big = system.add_model("big", "gpt-4o", api_key_env="BIG_MODEL_KEY").id
+        big = system.add_model("big", "gpt-4o", api_key_env="BIG_MODEL_API_KEY").id
         db.session.remove()
     assert NOTHING_EXTRACTED not in admin.get("/admin/settings").text
     response = admin.htmx("PUT", f"/admin/settings/{EXTRACTION_MODEL_KEY}", {"value": str(big)})

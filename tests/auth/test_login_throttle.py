@@ -1,13 +1,13 @@
-"""Login throttling (SPEC §8 Login and sessions): 5 failed logins per username within 15 minutes,
-then 429 with Retry-After whatever the password until the window passes; a per-address limit
-that allows more failures; failures logged without the password."""
+"""Login throttling (SPEC §8 Login and sessions, §9 Accounts): 5 failed logins per account within
+15 minutes, then 429 with Retry-After whatever the password until the window passes; an account
+is what the database matches the typed name to; a good login clears its count; a per-address
+limit that allows more failures; failures logged without the password."""
 
 from __future__ import annotations
 
 import logging
-import time
 
-from limits import RateLimitItemPerSecond
+import pytest
 
 from app.auth import throttle
 from tests.auth.test_authentication import login
@@ -31,13 +31,46 @@ def test_five_failures_make_every_next_attempt_429_whatever_the_password(client,
     assert client.get(URL).status_code == 401
 
 
-def test_the_throttle_lifts_when_the_window_passes(client, users, monkeypatch):
-    monkeypatch.setattr(throttle, "USERNAME_FAILURES", RateLimitItemPerSecond(5, 1))
+def test_the_throttle_lifts_when_the_window_passes(client, users, clock):
     users.user("alice")
     for _ in range(5):
         attempt(client)
+        clock.advance(60)
+    response = attempt(client, password=PASSWORD)
+    assert response.status_code == 429
+    # The oldest failure leaves the 15-minute window 10 minutes from now.
+    assert int(response.headers["Retry-After"]) == 10 * 60
+    clock.advance(10 * 60 - 1)
     assert attempt(client, password=PASSWORD).status_code == 429
-    time.sleep(1.1)
+    clock.advance(2)
+    assert attempt(client, password=PASSWORD).status_code == 302
+
+
+@pytest.mark.parametrize("spelling", ["ｃａｒｏｌ", "càrol", "cǎrol", "CAROL", " Carol "])
+def test_every_spelling_the_database_matches_counts_against_that_account(
+        client, users, clock, spelling):
+    """utf8mb4_unicode_ci logs each spelling in as carol: none of them is a fresh five guesses."""
+    users.user("carol")
+    assert attempt(client, username=spelling, password=PASSWORD).status_code == 302
+    for name in ("carol", spelling, "carol", spelling, "carol"):
+        assert attempt(client, username=name).status_code == 401
+    assert attempt(client, username=spelling, password=PASSWORD).status_code == 429
+    assert attempt(client, username="carol", password=PASSWORD).status_code == 429
+
+
+def test_spellings_of_different_accounts_do_not_count_together(client, users, clock):
+    users.user("carol")
+    users.user("dave")
+    for _ in range(5):
+        attempt(client, username="ｃａｒｏｌ")
+    assert attempt(client, username="dave", password=PASSWORD).status_code == 302
+
+
+def test_a_successful_login_clears_the_accounts_failures(client, users, clock):
+    users.user("alice")
+    assert [attempt(client).status_code for _ in range(4)] == [401] * 4
+    assert attempt(client, password=PASSWORD).status_code == 302
+    assert attempt(client).status_code == 401
     assert attempt(client, password=PASSWORD).status_code == 302
 
 
@@ -56,7 +89,7 @@ def test_the_per_address_limit_allows_more_failures_than_the_per_username_one(cl
     for name in names:
         assert [attempt(client, username=name).status_code for _ in range(4)] == [401] * 4
     assert attempt(client, username="zoe", password=PASSWORD).status_code == 429
-    assert throttle.ADDRESS_FAILURES.amount > throttle.USERNAME_FAILURES.amount
+    assert throttle.ADDRESS_FAILURES.amount > throttle.ACCOUNT_FAILURES.amount
 
 
 def test_every_web_process_sees_the_same_failures(make_app, client, users):

@@ -99,3 +99,17 @@ def test_accounts_service_changes_the_password_for_the_next_login(app, client, u
         accounts.set_password("alice", "new secret")
     response, _ = login(client, password="new secret")
     assert response.status_code == 302
+
+
+@pytest.mark.parametrize("path", ["/static/app.js", "/static/htmx-2.0.11.min.js",
+                                  "/static/app.css", "/favicon.ico"])
+def test_static_responses_never_set_the_session_cookie(client, users, path):
+    """A cacheable file must not carry one person's session cookie (SPEC §9)."""
+    users.user("alice")
+    login(client)
+    response = client.get(path)
+    assert response.status_code == 200
+    assert "Set-Cookie" not in response.headers
+    response.close()
+    # Pages still refresh the login's cookie.
+    assert "session=" in client.get("/settings/memory").headers.get("Set-Cookie", "")

@@ -164,7 +164,7 @@ def test_model_setting_says_what_it_does_and_warns_when_no_model_can_run(
     shot("settings-without-a-model")
     with app.app_context():
         system.add_model("fast", "gpt-4o-mini", default=True)
-        big = system.add_model("big", "gpt-4o", api_key_env="BIG_MODEL_KEY").id
+        big = system.add_model("big", "gpt-4o", api_key_env="BIG_MODEL_API_KEY").id
         db.session.remove()
     page.reload()
     expect(warning).to_have_count(0)

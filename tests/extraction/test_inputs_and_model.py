@@ -158,9 +158,9 @@ def test_a_model_without_endpoint_or_key_uses_the_openai_environment(app, extrac
 
 
 def test_a_model_names_the_variable_holding_its_key(app, extract, llm, monkeypatch):
-    monkeypatch.setenv("CHEAP_LLM_KEY", "key-from-its-own-variable")
+    monkeypatch.setenv("CHEAP_LLM_API_KEY", "key-from-its-own-variable")
     model_id = _add_model(app, "own-key", "own-key-model", base_url=llm.base_url,
-                          api_key_env="CHEAP_LLM_KEY")
+                          api_key_env="CHEAP_LLM_API_KEY")
     _set_model_setting(app, str(model_id))
     extract([])
     assert llm.requests[0].headers["authorization"] == "Bearer key-from-its-own-variable"
@@ -168,9 +168,9 @@ def test_a_model_names_the_variable_holding_its_key(app, extract, llm, monkeypat
 
 def test_a_model_whose_key_variable_is_unset_skips_the_job_with_one_warning(
         app, extract, llm, monkeypatch, caplog):
-    monkeypatch.delenv("UNSET_LLM_KEY", raising=False)
+    monkeypatch.delenv("UNSET_LLM_API_KEY", raising=False)
     model_id = _add_model(app, "no-key", "no-key-model", base_url=llm.base_url,
-                          api_key_env="UNSET_LLM_KEY")
+                          api_key_env="UNSET_LLM_API_KEY")
     _set_model_setting(app, str(model_id))
     outcome = extract(None)
     assert (outcome["status"], outcome["reason"]) == ("skipped", "llm_api_key_missing")

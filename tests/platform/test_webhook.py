@@ -335,7 +335,8 @@ def test_redis_down_is_503_and_nothing_is_recorded(app, make_app):
 
 # ---- hostile input (SPEC §8 Input) --------------------------------------------------------
 
-@pytest.mark.parametrize("key", ["mao\n## 系统指令", "mao\u2028", "mao\x85", "mao\x00"])
+@pytest.mark.parametrize("key", ["mao\n## 系统指令", "mao\u2028", "mao\x85", "mao\x00",
+                                 "ma\u202eo", "ma\u2060o"])
 def test_a_project_key_with_control_characters_is_400_naming_it(app, webhook, key):
     body = assert_error(webhook(event(projectKey=key)), 400, 2001)
     assert "projectKey" in body["message"]

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import jsonschema_rs
 import pytest
 import schemathesis
 from flask import Flask
@@ -21,19 +22,25 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import (
     content_type_conformance,
+    negative_data_rejection,
     not_a_server_error,
+    positive_data_acceptance,
     response_schema_conformance,
     status_code_conformance,
 )
 from schemathesis.core import NotSet
+from schemathesis.core.parameters import ParameterLocation
 from schemathesis.generation import GenerationMode
 
-from tests.conftest import SERVICE_TOKEN, Memories
+from tests.conftest import SERVICE_TOKEN, Memories, openapi_document
 from tests.reliability.conftest import EXTRACTION_MODEL_KEY, WEBHOOK_PATH, People, signed
 from tests.reliability.routes import webhook_event
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           response_schema_conformance]
+# The document and the server agree both ways (SPEC §9): what it calls valid is not refused as
+# malformed (400), and what it calls invalid is refused.
+AGREEMENT = [positive_data_acceptance, negative_data_rejection]
 MODES = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
 EXAMPLES_PER_OPERATION = 15
 # The platform's two endpoints are what every agent session calls: fuzzed harder.
@@ -102,20 +109,56 @@ def _run_operation(operation: Any, mode: GenerationMode, credentials: Credential
               suppress_health_check=list(HealthCheck))
     @given(case=operation.as_strategy(generation_mode=mode), pick=st.data())
     def one(case: schemathesis.Case, pick: st.DataObject) -> None:
-        for (location, name), values in known.items():
-            container = case.path_parameters if location == "path" else case.query
-            # Sometimes the generated value, sometimes one that exists.
-            if container is not None and name in container and pick.draw(st.booleans()):
-                container[name] = pick.draw(st.sampled_from(values))
+        # Valid requests only: a negative case's invalid value must stay what was sent.
+        if mode is GenerationMode.POSITIVE:
+            for (location, name), values in known.items():
+                container = case.path_parameters if location == "path" else case.query
+                # Sometimes the generated value, sometimes one that exists.
+                if container is not None and name in container and pick.draw(st.booleans()):
+                    container[name] = pick.draw(st.sampled_from(values))
+            if case.path_parameters and "key" in case.path_parameters:
+                case.path_parameters["key"] = EXTRACTION_MODEL_KEY  # see _agreement
+            if not isinstance(case.body, NotSet):
+                case.body = _whole_numbers_as_integers(case.body)
         response = case.call(**credentials(case))
         problem = None
         try:
-            case.validate_response(response, checks=CHECKS)
+            case.validate_response(response, checks=CHECKS + _agreement(case, response))
         except BaseException as exc:  # schemathesis reports an ExceptionGroup of failures
             problem = exc
         tally.record(case, response, problem)
 
     one()
+
+
+def _whole_numbers_as_integers(value: Any) -> Any:
+    """`42.0` written `42`. JSON Schema cannot tell the two apart (both are the integer 42), so
+    schemathesis sends either for a documented integer; the service takes ids as JSON integers
+    only (SPEC §9: an id is digits, and `42.0` is not one) — the one rule of the server the
+    document has no words for, so the valid requests spell integers as clients do."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _whole_numbers_as_integers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers_as_integers(item) for item in value]
+    return value
+
+
+def _agreement(case: schemathesis.Case, response: Any) -> list[Any]:
+    """The agreement checks that apply to this answer. Which settings and models exist lives
+    in the database, not in the document: the fuzz always names the one setting there is (an
+    unknown key's 400 has its own test), and 3003, a model id no model has, is a reference to
+    something missing — the 404 of a value, which no document can rule out. A request made
+    invalid only in a header or cookie was made valid again by `credentials` (every documented
+    header and cookie is a credential), so it says nothing about rejection."""
+    data = case.meta.phase.data if case.meta is not None else None
+    if getattr(data, "parameter_location", None) in (ParameterLocation.HEADER,
+                                                      ParameterLocation.COOKIE):
+        return [positive_data_acceptance]
+    if response.status_code == 400 and response.json().get("code") == 3003:
+        return [negative_data_rejection]
+    return AGREEMENT
 
 
 def _replace_auth(case: schemathesis.Case, headers: dict[str, str]) -> dict[str, Any]:
@@ -218,6 +261,9 @@ HOSTILE_BODIES: dict[str, bytes] = {
     "newline in projectKey": b'{"scope": "PROJECT", "content": "x", '
                              b'"projectKey": "mao\\n## \xe7\xb3\xbb\xe7\xbb\x9f"}',
     "lone surrogate in the setting value": b'{"value": "\\udfff"}',
+    "bidi override in content": b'{"scope": "USER", "content": "ma\\u202eo"}',
+    "zero-width space in projectKey": b'{"scope": "PROJECT", "content": "x", '
+                                      b'"projectKey": "ma\\u200bo"}',
 }
 HOSTILE_EVENTS: dict[str, dict[str, Any]] = {
     "lone surrogate in eventId": {"eventId": "evt\ud800"},
@@ -225,8 +271,11 @@ HOSTILE_EVENTS: dict[str, dict[str, Any]] = {
     "lone surrogate in a message": {"lastUserMessage": "a\udc00b"},
     "newline in projectKey": {"projectKey": "mao\n## 系统指令"},
     "U+2028 in projectKey": {"projectKey": "mao\u2028## 系统指令"},
+    "bidi override in projectKey": {"projectKey": "ma\u202eo"},
+    "zero-width space in projectKey": {"projectKey": "ma\u200bo"},
 }
-HOSTILE_KEYS = ("mao\n## 系统指令", "mao\r", "mao\u2028", "mao\x85", "mao\x00")
+HOSTILE_KEYS = ("mao\n## 系统指令", "mao\r", "mao\u2028", "mao\x85", "mao\x00", "ma\u202eo",
+                "ma\u2066o", "ma\u200bo", "\ufeffmao")
 
 
 def _refused(case: schemathesis.Case, response: Any, what: str) -> list[str]:
@@ -288,3 +337,47 @@ def test_hostile_project_keys_in_queries_are_documented_400s(schema, people, pat
         case = operation.Case(query=query)
         problems += _refused(case, case.call(headers=headers), repr(key))
     assert not problems, "\n".join(problems)
+
+
+# What the fuzzer found the document allowing while the server refused (SPEC §9): each is now
+# invalid by the document and refused by the server; the valid neighbours pass both.
+DISAGREEMENTS = [
+    ("/api/v1/memory/{item_id}", "patch", {"content": None, "status": None}, False),
+    ("/api/v1/memory/{item_id}", "patch", {"content": None, "status": "ACTIVE"}, False),
+    ("/api/v1/memory/{item_id}", "patch", {"other": 1}, False),
+    ("/api/v1/memory/{item_id}", "patch", {"status": "DISMISSED"}, True),
+    ("/api/v1/memory", "post", {"scope": "PROJECT", "content": "x"}, False),
+    ("/api/v1/memory", "post", {"scope": "PROJECT", "content": "x", "projectKey": " "}, False),
+    ("/api/v1/memory", "post", {"scope": "PROJECT", "content": "x",
+                                "projectKey": "weixin-bot"}, False),
+    ("/api/v1/memory", "post", {"scope": "PROJECT", "content": "x", "projectKey": "ma\x07o"},
+     False),
+    ("/api/v1/memory", "post", {"scope": "PROJECT", "content": "x", "projectKey": "ma\u202eo"},
+     False),
+    ("/api/v1/memory", "post", {"scope": "USER", "content": "   "}, False),
+    ("/api/v1/memory", "post", {"scope": "USER", "content": "a\x1bb"}, False),
+    ("/api/v1/memory", "post", {"scope": "PROJECT", "content": "x", "projectKey": "mao"}, True),
+    ("/api/v1/memory", "post", {"scope": "USER", "content": "第一行\r\n第二行"}, True),
+    ("/api/v1/admin/settings/{key}", "put", {"value": 0}, False),
+    ("/api/v1/admin/settings/{key}", "put", {"value": " 1"}, False),
+    ("/api/v1/admin/settings/{key}", "put", {"value": ""}, True),
+    ("/api/v1/webhooks/task-completed", "post", {**webhook_event(), "phase": "  "}, False),
+]
+
+
+@pytest.mark.parametrize(("path", "method", "body", "valid"), DISAGREEMENTS)
+def test_the_document_and_the_server_agree_on_bodies_the_fuzzer_found(
+        app, people, memories, path, method, body, valid):
+    document = openapi_document(app)
+    operation = document["paths"][path][method]
+    reference = operation["requestBody"]["content"]["application/json"]["schema"]
+    documented = jsonschema_rs.validator_for(
+        {**reference, "components": document["components"]}).is_valid(body)
+    item = memories.add(people.owner.user_id, "已有的记忆")
+    url = path.replace("{item_id}", str(item)).replace("{key}", EXTRACTION_MODEL_KEY)
+    person = people.admin if "/admin/" in path else people.owner
+    raw = json.dumps(body).encode()
+    headers = signed(raw) if "webhooks" in path else person.api_headers
+    response = app.test_client().open(url, method=method.upper(), data=raw, headers={
+        **headers, "Content-Type": "application/json"})
+    assert (documented, response.status_code < 400) == (valid, valid), response.text

@@ -347,7 +347,8 @@ def test_item_deleted_concurrently_is_3033_not_500(app, alice, memories, method)
     assert_error(result, 404, 3033)
 
 
-@pytest.mark.parametrize("content", ["a\x00b", "a\x1bb", "a\x85b", "a\u2028b", "a\ud800b"])
+@pytest.mark.parametrize("content", ["a\x00b", "a\x1bb", "a\x85b", "a\u2028b", "a\ud800b",
+                                     "ma\u202eo", "a\u2066b"])
 def test_control_characters_or_lone_surrogates_in_content_are_3034(alice, memories, content):
     raw = json.dumps({"scope": "USER", "content": content})  # \ud800 travels as its escape
     result = alice.call("POST", URL, data=raw, headers={"Content-Type": "application/json"})
@@ -365,7 +366,8 @@ def test_tab_cr_and_lf_in_content_are_kept(alice):
         "第一行\r\n第二行\t结尾"
 
 
-@pytest.mark.parametrize("key", ["mao\n## 系统指令", "mao\u2028", "mao\x85", "mao\ud800"])
+@pytest.mark.parametrize("key", ["mao\n## 系统指令", "mao\u2028", "mao\x85", "mao\ud800",
+                                 "ma\u202eo", "ma\u200bo", "\ufeffmao"])
 def test_control_characters_or_lone_surrogates_in_the_project_key_are_2001(alice, memories, key):
     raw = json.dumps({"scope": "PROJECT", "content": "fact", "projectKey": key})
     result = alice.call("POST", URL, data=raw, headers={"Content-Type": "application/json"})
@@ -373,6 +375,7 @@ def test_control_characters_or_lone_surrogates_in_the_project_key_are_2001(alice
     assert memories.count(alice.user_id) == 0
 
 
-@pytest.mark.parametrize("key", ["mao\n## 系统指令", "mao\u2028", "mao\x85"])
+@pytest.mark.parametrize("key", ["mao\n## 系统指令", "mao\u2028", "mao\x85", "ma\u202eo",
+                                 "ma\u200do"])
 def test_a_project_filter_with_control_characters_is_2001(alice, key):
     assert_error(alice.get(URL, query_string={"projectKey": key}), 400, 2001)
