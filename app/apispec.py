@@ -34,7 +34,10 @@ USER_SECURITY = [{"session": []}, {"personalToken": []},
                  {"serviceToken": [], "actingUser": []}]
 ADMIN_SECURITY = [{"session": []}, {"personalToken": []}]
 SERVICE_SECURITY = [{"serviceToken": []}]
-WEBHOOK_SECURITY = [{"webhookSignature": [], "webhookTimestamp": []}]
+# SPEC §5's own headers, or Standard Webhooks' (SPEC §9).
+WEBHOOK_SECURITY = [{"webhookSignature": [], "webhookTimestamp": []},
+                    {"standardWebhookId": [], "standardWebhookTimestamp": [],
+                     "standardWebhookSignature": []}]
 SECURITY_SCHEMES = [
     {"name": "session", "data": {
         "type": "apiKey", "field_in": "cookie", "name": "session",
@@ -55,6 +58,18 @@ SECURITY_SCHEMES = [
     {"name": "webhookTimestamp", "data": {
         "type": "apiKey", "field_in": "header", "name": "X-Memory-Timestamp",
         "description": "Unix seconds, within 300 s of now."}},
+    {"name": "standardWebhookId", "data": {
+        "type": "apiKey", "field_in": "header", "name": "webhook-id",
+        "description": "Standard Webhooks: the message id; must equal the body's eventId."}},
+    {"name": "standardWebhookTimestamp", "data": {
+        "type": "apiKey", "field_in": "header", "name": "webhook-timestamp",
+        "description": "Standard Webhooks: unix seconds, within 300 s of now."}},
+    {"name": "standardWebhookSignature", "data": {
+        "type": "apiKey", "field_in": "header", "name": "webhook-signature",
+        "description": "Standard Webhooks: v1,<base64 HMAC-SHA256(key, "
+                       "'<webhook-id>.<webhook-timestamp>.<raw body>')>, space-separated when "
+                       "several; the key is the base64 after whsec_ in MEMORY_WEBHOOK_SECRET, "
+                       "else the secret's UTF-8 bytes."}},
 ]
 
 

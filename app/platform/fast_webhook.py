@@ -7,7 +7,7 @@ after_request hooks) was the largest part of the difference. So, like the contex
 (`fast_context`), this WSGI layer answers a `POST` on the route's own path itself, with the
 route's own code and bytes:
 
-- the signature through `webhook.not_authentic` (the timestamp window, constant-time compare),
+- the signature through `signatures.not_authentic` (the timestamp window, constant-time compare),
   the body through the app's JSON provider (its depth limit) and the route's model
   `TaskCompleted` (`apispec.validated`), then `intake.receive` and `webhook.acknowledged` (the
   metric) — what the route calls;
@@ -28,12 +28,15 @@ from __future__ import annotations
 import io
 from wsgiref.types import WSGIEnvironment
 
+from werkzeug.datastructures import EnvironHeaders
+
 from app.apispec import validated
 from app.envelope import ApiError, ok_body
 from app.errors import DomainError
 from app.extraction import intake
 from app.platform.fast_path import FastPath
-from app.platform.webhook import FAILED, acknowledged, not_authentic
+from app.platform.signatures import not_authentic
+from app.platform.webhook import FAILED, acknowledged
 from app.schemas.platform import TaskCompleted
 from app.security_headers import EVERY_RESPONSE
 
@@ -77,8 +80,7 @@ class FastWebhook(FastPath):
         if not secret:
             return None
         raw = _body(environ, self.app.config["MAX_CONTENT_LENGTH"])
-        if raw is None or not_authentic(secret, environ.get("HTTP_X_MEMORY_TIMESTAMP", ""),
-                                        environ.get("HTTP_X_MEMORY_SIGNATURE", ""), raw):
+        if raw is None or not_authentic(secret, EnvironHeaders(environ), raw):
             return None
         # The domain reads its pools, queue and settings through `current_app`.
         with self.app.app_context():

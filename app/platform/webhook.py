@@ -1,16 +1,14 @@
 """The completion webhook (SPEC §5): `POST /api/v1/webhooks/task-completed`.
 
 Authenticated by an HMAC of the raw body, not by a token, so a captured request cannot be
-replayed after 300 s nor altered. The route checks the signature and the body, then hands the
+replayed after 300 s nor altered: SPEC §5's own headers or Standard Webhooks' (SPEC §9), both
+checked by `app.platform.signatures`. The route checks the signature and the body, then hands the
 event to `app.extraction.intake`, which records it and decides; it never calls the LLM.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
-import time
 
 from flask import Blueprint, current_app, request
 
@@ -19,13 +17,14 @@ from app.apispec import WEBHOOK_SECURITY, answers, described, validated
 from app.envelope import ApiError, ErrorCode, ok_encoded
 from app.extraction import intake
 from app.extraction.models import ENQUEUED, REASONS
+from app.platform import signatures
+
+# The SPEC §5 signature, for the benches and tests that sign as a platform does.
+from app.platform.signatures import signature as signature
 from app.schemas.platform import TaskCompleted, WebhookAck
 
 bp = Blueprint("webhook", __name__, url_prefix="/api/v1/webhooks")
 
-SIGNATURE_HEADER = "X-Memory-Signature"
-TIMESTAMP_HEADER = "X-Memory-Timestamp"
-MAX_SKEW_S = 300
 # The environ key of a dependency failure the fast path (`app.platform.fast_webhook`) met (a WSGI
 # server never puts a dotted key there from a request: headers arrive as HTTP_*).
 FAILED = "memory.fast_webhook.failed"
@@ -38,33 +37,12 @@ ACKNOWLEDGEMENTS = {reason: json.dumps({"accepted": True, "enqueued": reason == 
                     for reason in REASONS}
 
 
-def signature(secret: str, timestamp: str, raw_body: bytes) -> str:
-    """`sha256=<hex HMAC-SHA256(secret, "<timestamp>.<raw body>")>`."""
-    digest = hmac.new(secret.encode("utf-8"), timestamp.encode("ascii") + b"." + raw_body,
-                      hashlib.sha256).hexdigest()
-    return f"sha256={digest}"
-
-
-def not_authentic(secret: str, timestamp: str, given: str, raw_body: bytes) -> str | None:
-    """Why a delivery is not authentic (its timestamp and signature header values), or None."""
-    timestamp = timestamp.strip()
-    if not (timestamp.isascii() and timestamp.isdigit()) or len(timestamp) > 12:
-        return f"{TIMESTAMP_HEADER} must be unix seconds"
-    if abs(time.time() - int(timestamp)) > MAX_SKEW_S:
-        return f"{TIMESTAMP_HEADER} is more than {MAX_SKEW_S} s off"
-    expected = signature(secret, timestamp, raw_body)
-    if not hmac.compare_digest(given.strip().encode("utf-8"), expected.encode("utf-8")):
-        return f"bad or missing {SIGNATURE_HEADER}"
-    return None
-
-
 def _verify_signature() -> None:
     secret = current_app.config.get("MEMORY_WEBHOOK_SECRET")
     if not secret:
         raise ApiError(ErrorCode.INTERNAL_ERROR, "the webhook is not configured "
                        "(MEMORY_WEBHOOK_SECRET is unset)", 503)
-    why = not_authentic(secret, request.headers.get(TIMESTAMP_HEADER, ""),
-                        request.headers.get(SIGNATURE_HEADER, ""), request.get_data(cache=True))
+    why = signatures.not_authentic(secret, request.headers, request.get_data(cache=True))
     if why is not None:
         raise ApiError(ErrorCode.UNAUTHORIZED, why)
 
@@ -79,8 +57,10 @@ def acknowledged(reason: str) -> str:
 def task_completed():
     """Report a finished task; extraction is enqueued when D2/D6/D9 allow.
 
-    X-Memory-Signature is sha256=<hex HMAC-SHA256(secret, '<timestamp>.<raw body>')>; the
-    timestamp must be within 300 s. 503 when MEMORY_WEBHOOK_SECRET is unset or Redis is down.
+    X-Memory-Signature is sha256=<hex HMAC-SHA256(secret, '<timestamp>.<raw body>')>; or, as
+    Standard Webhooks signs, webhook-id (= the body's eventId), webhook-timestamp and
+    webhook-signature v1,<base64>. The timestamp must be within 300 s. 503 when
+    MEMORY_WEBHOOK_SECRET is unset or Redis is down.
     202 `{accepted, enqueued, reason}`: the session is recorded; extraction is enqueued only
     for a COMPLETED main-session task of a user with auto-capture on, once per eventId."""
     _verify_signature()
