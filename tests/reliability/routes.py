@@ -90,6 +90,7 @@ REQUESTS: dict[Route, Request] = {
     # Public
     ("/api/openapi.json", "GET"): Request("/api/openapi.json"),
     ("/healthz", "GET"): Request("/healthz"),
+    ("/readyz", "GET"): Request("/readyz"),
     ("/metrics", "GET"): Request("/metrics"),
     ("/static/<path:filename>", "GET"): Request("/static/app.css"),
     ("/favicon.ico", "GET"): Request("/favicon.ico"),

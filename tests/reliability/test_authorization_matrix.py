@@ -74,6 +74,7 @@ MATRIX: dict[Route, dict[str, int]] = {
     ("/api/v1/webhooks/task-completed", "POST"): everyone(401),
     ("/api/openapi.json", "GET"): everyone(200),
     ("/healthz", "GET"): everyone(200),
+    ("/readyz", "GET"): everyone(200),
     # Aggregate counts only (no ids, no content), scraped by Prometheus without credentials.
     ("/metrics", "GET"): everyone(200),
     ("/static/<path:filename>", "GET"): everyone(200),

@@ -52,6 +52,7 @@ PAGE_PARAMETERS: dict[Route, tuple[str, ...]] = {
     ("/admin/outcomes", "GET"): ("status", "userId", "page"),
     ("/login", "GET"): ("next",),
     ("/healthz", "GET"): (),
+    ("/readyz", "GET"): (),
     ("/metrics", "GET"): (),
     ("/static/<path:filename>", "GET"): (),
     ("/favicon.ico", "GET"): (),
