@@ -51,11 +51,16 @@ def newest_migrations() -> frozenset[str]:
     return heads
 
 
+def applied_migrations() -> frozenset[str]:
+    """The migrations the database is at (none for an empty one); raises when it is down."""
+    # begin(): the read ends in a commit, so no transaction goes back to the pool open.
+    with db.engine.begin() as connection:
+        return frozenset(MigrationContext.configure(connection).get_current_heads())
+
+
 def database_state() -> str:
     try:
-        # begin(): the read ends in a commit, so no transaction goes back to the pool open.
-        with db.engine.begin() as connection:
-            applied = frozenset(MigrationContext.configure(connection).get_current_heads())
+        applied = applied_migrations()
     except DEPENDENCY_ERRORS as exc:
         log.warning("event=readiness.database_unreachable error=%s", type(exc).__name__)
         return UNREACHABLE
