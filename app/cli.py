@@ -17,7 +17,7 @@ from flask.cli import AppGroup
 from werkzeug.serving import run_simple
 
 from app import config as app_config
-from app import startup
+from app import metrics, startup
 from app.auth import service as accounts
 from app.extraction.llm import DEFAULT_KEY_ENV
 from app.memory.rules import ID_MAX
@@ -260,6 +260,8 @@ def serve(host: str, port: int) -> None:
     # The database must answer at the newest migration; Redis down and an unset model key are
     # said once here, not discovered later from 503s and skipped jobs.
     startup.check_start(app, needs_redis=False)
+    # `serve` starts the installation: earlier runs' metric files go (multiprocess mode).
+    metrics.clean_stale_files()
     with app.app_context():
         has_users = db.session.scalar(db.select(db.func.count()).select_from(User)) > 0
         db.session.remove()
