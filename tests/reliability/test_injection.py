@@ -53,6 +53,8 @@ PAGE_PARAMETERS: dict[Route, tuple[str, ...]] = {
     ("/login", "GET"): ("next",),
     ("/healthz", "GET"): (),
     ("/readyz", "GET"): (),
+    ("/api/docs", "GET"): (),
+    ("/api/docs/assets/<name>", "GET"): (),
     ("/metrics", "GET"): (),
     ("/static/<path:filename>", "GET"): (),
     ("/favicon.ico", "GET"): (),
