@@ -308,3 +308,6 @@ def register_cli(app: Flask) -> None:
     app.cli.add_command(models)
     app.cli.add_command(platform)
     app.cli.add_command(serve)
+    from app.retention import prune_command
+
+    app.cli.add_command(prune_command)
