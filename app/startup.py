@@ -25,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import click
 from flask import Flask, current_app
+from flask.cli import with_appcontext
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.engine import make_url
@@ -172,6 +173,7 @@ def with_start_checks(command: click.Command, *, needs_redis: bool) -> click.Com
     assert original is not None
 
     @functools.wraps(original)
+    @with_appcontext
     def checked(*args: object, **kwargs: object) -> object:
         app = current_app._get_current_object()  # type: ignore[attr-defined]
         if not needs_redis or app.config.get("REDIS_URL"):
