@@ -121,10 +121,9 @@ def check_start(app: Flask, *, needs_redis: bool) -> None:
     """What `serve` (needs_redis False) and `worker` check before they start: a problem that
     stops them is a `click.ClickException` (one line, exit 1), one that only limits them a
     warning, printed once."""
+    # Imported here: this module is loaded before the app exists (`wsgi.py`).
     from app import health
     from app.envelope import DEPENDENCY_ERRORS
-    from app.extensions import db
-    from app.extraction import llm
 
     database_url = app.config["SQLALCHEMY_DATABASE_URI"]
     try:
@@ -147,14 +146,18 @@ def check_start(app: Flask, *, needs_redis: bool) -> None:
                 raise click.ClickException(f"{line}; start Redis or fix REDIS_URL") from None
             _warn(f"{line}; the completion webhook answers 503 until Redis answers")
 
-    _warn_about_the_model(llm, db)
+    _warn_about_the_model()
 
 
-def _warn_about_the_model(llm: types.ModuleType, db: object) -> None:
+def _warn_about_the_model() -> None:
+    """The model extraction would use now (D10), when it cannot be called."""
+    from app.extensions import db
+    from app.extraction import llm
+
     try:
         model = llm.resolve_model()
     finally:
-        db.session.remove()  # type: ignore[attr-defined]
+        db.session.remove()
     if model is None:
         _warn("no extraction model is registered: jobs record no_model; add one with "
               "flask --app wsgi models add NAME --model M --default")
