@@ -22,6 +22,7 @@ from app.auth import service as accounts
 from app.extraction.llm import DEFAULT_KEY_ENV
 from app.memory.rules import ID_MAX
 from app.platform import client, credentials
+from app.retention import prune_command
 from app.system import service as system
 
 users = AppGroup("users", help="Manage accounts, grants and personal API tokens.")
@@ -308,6 +309,4 @@ def register_cli(app: Flask) -> None:
     app.cli.add_command(models)
     app.cli.add_command(platform)
     app.cli.add_command(serve)
-    from app.retention import prune_command
-
     app.cli.add_command(prune_command)
