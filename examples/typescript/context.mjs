@@ -22,7 +22,7 @@ async function api(path) {
   });
   const text = await response.text();
   console.log(response.status);
-  console.log(text);
+  console.log(text.trim());
   return { status: response.status, body: text ? JSON.parse(text) : null };
 }
 

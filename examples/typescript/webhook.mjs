@@ -48,7 +48,7 @@ export async function deliver(event) {
   });
   const text = await response.text();
   console.log(response.status);
-  console.log(text);
+  console.log(text.trim());
   return { status: response.status, body: text ? JSON.parse(text) : null };
 }
 
