@@ -4,12 +4,24 @@ The one place the web app and the background jobs are put together: `app/` never
 `jobs/`, which hands the app its job kinds and the `worker` command.
 """
 
+import os
+
 from dotenv import load_dotenv
 
 load_dotenv()
 
 import jobs  # noqa: E402
-from app import create_app  # noqa: E402
+from app import create_app, startup  # noqa: E402
+from app.config import ConfigurationError  # noqa: E402
 
-app = create_app()
+if os.environ.get("FLASK_RUN_FROM_CLI"):
+    # `flask --app wsgi …`: a database or Redis that does not answer ends a command in one line.
+    startup.install()
+
+try:
+    app = create_app()
+except ConfigurationError as exc:
+    # One line naming the variable, exit status 1 — also where Flask's CLI would otherwise
+    # print the traceback (its command listing catches every Exception, not SystemExit).
+    raise SystemExit(f"Error: {exc}") from None
 jobs.init_app(app)

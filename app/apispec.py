@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from importlib import resources
 from typing import Any, TypeVar
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, abort, current_app, jsonify, render_template
 from pydantic import BaseModel, ValidationError
 from spectree import Response, SpecTree
 from spectree.plugins.flask_plugin import FlaskPlugin
@@ -34,7 +35,10 @@ USER_SECURITY = [{"session": []}, {"personalToken": []},
                  {"serviceToken": [], "actingUser": []}]
 ADMIN_SECURITY = [{"session": []}, {"personalToken": []}]
 SERVICE_SECURITY = [{"serviceToken": []}]
-WEBHOOK_SECURITY = [{"webhookSignature": [], "webhookTimestamp": []}]
+# SPEC §5's own headers, or Standard Webhooks' (SPEC §9).
+WEBHOOK_SECURITY = [{"webhookSignature": [], "webhookTimestamp": []},
+                    {"standardWebhookId": [], "standardWebhookTimestamp": [],
+                     "standardWebhookSignature": []}]
 SECURITY_SCHEMES = [
     {"name": "session", "data": {
         "type": "apiKey", "field_in": "cookie", "name": "session",
@@ -55,6 +59,18 @@ SECURITY_SCHEMES = [
     {"name": "webhookTimestamp", "data": {
         "type": "apiKey", "field_in": "header", "name": "X-Memory-Timestamp",
         "description": "Unix seconds, within 300 s of now."}},
+    {"name": "standardWebhookId", "data": {
+        "type": "apiKey", "field_in": "header", "name": "webhook-id",
+        "description": "Standard Webhooks: the message id; must equal the body's eventId."}},
+    {"name": "standardWebhookTimestamp", "data": {
+        "type": "apiKey", "field_in": "header", "name": "webhook-timestamp",
+        "description": "Standard Webhooks: unix seconds, within 300 s of now."}},
+    {"name": "standardWebhookSignature", "data": {
+        "type": "apiKey", "field_in": "header", "name": "webhook-signature",
+        "description": "Standard Webhooks: v1,<base64 HMAC-SHA256(key, "
+                       "'<webhook-id>.<webhook-timestamp>.<raw body>')>, space-separated when "
+                       "several; the key is the base64 after whsec_ in MEMORY_WEBHOOK_SECRET, "
+                       "else the secret's UTF-8 bytes."}},
 ]
 
 
@@ -136,7 +152,32 @@ def validated(model: type[BaseModel], data: Any) -> Any:
 bp = Blueprint("openapi", __name__)
 
 
+# The files of Swagger UI that spectree's offline extra (the offapi package) bundles, by name.
+DOCS_ASSETS = {"swagger_bundle.js": "text/javascript", "swagger_preset.js": "text/javascript",
+               "swagger_style.css": "text/css"}
+DOCS_ASSET_MAX_AGE_S = 24 * 3600
+
+
 @bp.get("/api/openapi.json")
 def openapi_json():
     """This service's OpenAPI document."""
     return jsonify(api.spec)
+
+
+@bp.get("/api/docs")
+def docs():
+    """The interactive API page: Swagger UI on `/api/openapi.json`, every asset served here."""
+    return render_template("api_docs.html")
+
+
+@bp.get("/api/docs/assets/<name>")
+def docs_asset(name: str):
+    """One file of Swagger UI, from the installed offapi package (spectree's offline UI)."""
+    if name not in DOCS_ASSETS:
+        abort(404)
+    data = (resources.files("offapi") / name).read_bytes()
+    response = current_app.response_class(data,
+                                          content_type=f"{DOCS_ASSETS[name]}; charset=utf-8")
+    response.cache_control.public = True
+    response.cache_control.max_age = DOCS_ASSET_MAX_AGE_S
+    return response

@@ -4,6 +4,7 @@ added by `jobs`)."""
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import shlex
 from collections.abc import Iterator
@@ -16,9 +17,12 @@ from flask.cli import AppGroup
 from werkzeug.serving import run_simple
 
 from app import config as app_config
+from app import metrics, startup
 from app.auth import service as accounts
+from app.extraction.llm import DEFAULT_KEY_ENV
 from app.memory.rules import ID_MAX
 from app.platform import client, credentials
+from app.retention import prune_command
 from app.system import service as system
 
 users = AppGroup("users", help="Manage accounts, grants and personal API tokens.")
@@ -176,15 +180,21 @@ def add_model(name: str, model_name: str, base_url: str | None, api_key_env: str
 
 @models.command("list")
 def list_models() -> None:
-    """List registered models."""
+    """List registered models, and whether each one's key variable is set in this
+    environment (a model whose key is unset cannot be called: jobs record llm_api_key_missing).
+    """
     rows = system.list_models()
     if not rows:
         click.echo("no models registered; add one with: flask --app wsgi models add NAME "
                    "--model M --default")
+        return
+    click.echo("id\tname\tmodel\tbase url\tkey variable\tkey")
     for row in rows:
         flag = " [default]" if row.is_default else ""
+        variable = row.api_key_env or DEFAULT_KEY_ENV
+        state = "set" if os.environ.get(variable) else "unset"
         click.echo(f"{row.id}\t{row.name}\t{row.model}\t{row.base_url or '-'}"
-                   f"\t{row.api_key_env or '-'}{flag}")
+                   f"\t{row.api_key_env or '-'}{flag}\t{variable} {state}")
 
 
 @platform.command("complete")
@@ -258,6 +268,11 @@ def serve(host: str, port: int) -> None:
     from app.extensions import db
 
     app = current_app._get_current_object()
+    # The database must answer at the newest migration; Redis down and an unset model key are
+    # said once here, not discovered later from 503s and skipped jobs.
+    startup.check_start(app, needs_redis=False)
+    # `serve` starts the installation: earlier runs' metric files go (multiprocess mode).
+    metrics.clean_stale_files()
     with app.app_context():
         has_users = db.session.scalar(db.select(db.func.count()).select_from(User)) > 0
         db.session.remove()
@@ -304,3 +319,4 @@ def register_cli(app: Flask) -> None:
     app.cli.add_command(models)
     app.cli.add_command(platform)
     app.cli.add_command(serve)
+    app.cli.add_command(prune_command)

@@ -1,5 +1,6 @@
 """Configuration read from the environment (SPEC §2; `.env` is loaded by `wsgi.py`), as a typed
-pydantic-settings model: a malformed value stops the start with the variable's name."""
+pydantic-settings model: a malformed value stops the start with one line naming the variable
+(`ConfigurationError`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_core import PydanticUseDefault
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +24,13 @@ DEFAULT_RETRY_DELAYS_S = (5, 30, 120)
 DEFAULT_SESSION_HOURS = 12
 
 CommaList = Annotated[tuple[str, ...], NoDecode]
+DATABASE_URL_EXAMPLE = "mysql+pymysql://USER:PASSWORD@HOST:3306/DATABASE?charset=utf8mb4"
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+class ConfigurationError(Exception):
+    """A variable of the environment that the service cannot start with: the message is one
+    line that names the variable (and never repeats a secret's value)."""
 
 
 # What each unset platform secret leaves closed (SPEC §2).
@@ -72,9 +82,47 @@ class Environment(BaseSettings):
         return "production" in (self.FLASK_ENV, self.APP_ENV)
 
 
+def read_environment() -> Environment:
+    """The environment, checked: a malformed variable is a `ConfigurationError` naming it."""
+    try:
+        return Environment()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc'])}={error['input']!r}: "
+            f"{error['msg']}" for error in exc.errors())
+        raise ConfigurationError(problems) from None
+
+
 def is_production() -> bool:
     """FLASK_ENV or APP_ENV says production."""
-    return Environment().production
+    return read_environment().production
+
+
+def check_database_url(url: str) -> str:
+    """`url` when SQLAlchemy can use it: parsed, its dialect known and its driver installed.
+    The message never quotes the URL, which may hold a password."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ConfigurationError(f"DATABASE_URL is not a database URL; expected e.g. "
+                                 f"{DATABASE_URL_EXAMPLE}") from None
+    try:
+        parsed.get_dialect().import_dbapi()
+    except ArgumentError:
+        raise ConfigurationError(f"DATABASE_URL names an unknown database {parsed.drivername!r};"
+                                 f" expected e.g. {DATABASE_URL_EXAMPLE}") from None
+    except ImportError as exc:
+        raise ConfigurationError(f"DATABASE_URL needs the driver {exc.name or parsed.drivername!r},"
+                                 f" which is not installed; expected e.g. "
+                                 f"{DATABASE_URL_EXAMPLE}") from None
+    return url
+
+
+def check_redis_url(url: str | None) -> str | None:
+    if url is not None and url.partition("://")[0] not in REDIS_SCHEMES:
+        raise ConfigurationError("REDIS_URL must start with redis://, rediss:// or unix://, "
+                                 "e.g. redis://127.0.0.1:6379/0")
+    return url
 
 
 def _default_database_url(instance_path: str) -> str:
@@ -84,13 +132,16 @@ def _default_database_url(instance_path: str) -> str:
 
 def from_environment(instance_path: str) -> dict[str, Any]:
     """Build the Flask config mapping from environment variables."""
-    env = Environment()
+    env = read_environment()
     if env.SECRET_KEY is None and env.production:
-        raise RuntimeError("SECRET_KEY must be set when FLASK_ENV/APP_ENV is production")
+        raise ConfigurationError("SECRET_KEY must be set when FLASK_ENV/APP_ENV is production "
+                                 "(a long random value, e.g. from: python -c 'import secrets; "
+                                 "print(secrets.token_hex(32))')")
     return {
         "SECRET_KEY": env.SECRET_KEY or DEV_SECRET_KEY,
-        "SQLALCHEMY_DATABASE_URI": env.DATABASE_URL or _default_database_url(instance_path),
-        "REDIS_URL": env.REDIS_URL,
+        "SQLALCHEMY_DATABASE_URI": check_database_url(
+            env.DATABASE_URL or _default_database_url(instance_path)),
+        "REDIS_URL": check_redis_url(env.REDIS_URL),
         "MEMORY_WEBHOOK_SECRET": env.MEMORY_WEBHOOK_SECRET,
         "MEMORY_SERVICE_TOKEN": env.MEMORY_SERVICE_TOKEN,
         "MEMORY_LLM_TIMEOUT_S": env.MEMORY_LLM_TIMEOUT_S,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from flask import Flask
 
+from app import startup
 from app.extraction import runner
 from app.extraction.outcomes import JobKindName
 from app.extraction.queue import JobKind, JobKinds
@@ -26,4 +27,6 @@ CONSOLIDATION = JobKind(JobKindName.CONSOLIDATION, consolidate_memories,
 def init_app(app: Flask) -> None:
     app.extensions["memory_job_kinds"] = JobKinds(EXTRACTION, CONSOLIDATION,
                                                   on_failure=record_abandoned)
-    app.cli.add_command(worker_command)
+    # The worker first checks what it stands on: one line, not a traceback, when Redis or the
+    # database does not answer; a warning when the model's key is unset.
+    app.cli.add_command(startup.with_start_checks(worker_command, needs_redis=True))

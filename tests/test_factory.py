@@ -3,10 +3,9 @@
 import logging
 
 import pytest
-from pydantic import ValidationError
 
 from app import create_app
-from app.config import DEV_SECRET_KEY
+from app.config import DEV_SECRET_KEY, ConfigurationError
 from app.platform import credentials
 from tests.completions import event, post_webhook
 from tests.conftest import TEST_DATABASE_URL
@@ -46,7 +45,7 @@ def test_environment_is_read(monkeypatch, tmp_path):
 def test_dev_secret_key_is_refused_in_production(monkeypatch, variable):
     monkeypatch.delenv("SECRET_KEY", raising=False)
     monkeypatch.setenv(variable, "production")
-    with pytest.raises(RuntimeError, match="SECRET_KEY"):
+    with pytest.raises(ConfigurationError, match="SECRET_KEY"):
         create_app()
 
 
@@ -96,7 +95,7 @@ def test_health_probe_answers_without_dependencies(make_app):
                                                  ("MEMORY_SESSION_HOURS", "-1")])
 def test_a_malformed_variable_stops_the_start_naming_it(monkeypatch, variable, value):
     monkeypatch.setenv(variable, value)
-    with pytest.raises(ValidationError, match=variable):
+    with pytest.raises(ConfigurationError, match=variable):
         create_app()
 
 

@@ -11,7 +11,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from app.platform.webhook import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature
+from app.platform.signatures import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature
 
 WEBHOOK_PATH = "/api/v1/webhooks/task-completed"
 

@@ -1,7 +1,8 @@
 """The completion webhook (SPEC §5): `POST /api/v1/webhooks/task-completed`.
 
 Authenticated by an HMAC of the raw body, not by a token, so a captured request cannot be
-replayed after 300 s nor altered. `WebhookReceiver` checks the signature and the body, then
+replayed after 300 s nor altered: SPEC §5's own headers or Standard Webhooks' (SPEC §9), both
+checked by `app.platform.signatures`. `WebhookReceiver` checks the signature and the body, then
 hands the event to `app.extraction.intake`, which records it and decides; it never calls the
 LLM. Every finished task posts here, so it is a hot path (`app.platform.hot_path`): the
 receiver answers every request on the path in front of Flask; the route below stays for the
@@ -10,13 +11,11 @@ URL map and the OpenAPI document and hands over to it.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
-import time
 from wsgiref.types import WSGIEnvironment
 
 from flask import Blueprint
+from werkzeug.datastructures import EnvironHeaders
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from app import metrics
@@ -24,14 +23,15 @@ from app.apispec import WEBHOOK_SECURITY, answers, described, validated
 from app.envelope import ApiError, ErrorCode, ok_body
 from app.extraction import intake
 from app.extraction.models import ENQUEUED, REASONS
+from app.platform import signatures
 from app.platform.hot_path import Answer, HotPath, served_by
+
+# The SPEC §5 signature, for the benches and tests that sign as a platform does.
+from app.platform.signatures import signature as signature
 from app.schemas.platform import TaskCompleted, WebhookAck
 
 bp = Blueprint("webhook", __name__, url_prefix="/api/v1/webhooks")
 
-SIGNATURE_HEADER = "X-Memory-Signature"
-TIMESTAMP_HEADER = "X-Memory-Timestamp"
-MAX_SKEW_S = 300
 ENDPOINT = "webhook.task_completed"
 # Per answer: its counter child, bound once (a delivery only adds 1 to it, SPEC §8 Operations),
 # and the 202's data as JSON text, as compact as the envelope around it (`enqueued` follows
@@ -42,30 +42,9 @@ ACKNOWLEDGEMENTS = {reason: json.dumps({"accepted": True, "enqueued": reason == 
                     for reason in REASONS}
 
 
-def signature(secret: str, timestamp: str, raw_body: bytes) -> str:
-    """`sha256=<hex HMAC-SHA256(secret, "<timestamp>.<raw body>")>`."""
-    digest = hmac.new(secret.encode("utf-8"), timestamp.encode("ascii") + b"." + raw_body,
-                      hashlib.sha256).hexdigest()
-    return f"sha256={digest}"
-
-
-def not_authentic(secret: str, timestamp: str, given: str, raw_body: bytes) -> str | None:
-    """Why a delivery is not authentic (its timestamp and signature header values), or None."""
-    timestamp = timestamp.strip()
-    if not (timestamp.isascii() and timestamp.isdigit()) or len(timestamp) > 12:
-        return f"{TIMESTAMP_HEADER} must be unix seconds"
-    if abs(time.time() - int(timestamp)) > MAX_SKEW_S:
-        return f"{TIMESTAMP_HEADER} is more than {MAX_SKEW_S} s off"
-    expected = signature(secret, timestamp, raw_body)
-    if not hmac.compare_digest(given.strip().encode("utf-8"), expected.encode("utf-8")):
-        return f"bad or missing {SIGNATURE_HEADER}"
-    return None
-
-
 def verify_signature(secret: str, environ: WSGIEnvironment, raw_body: bytes) -> bytes:
     """`raw_body`, when the delivery is authentic; else refused (401)."""
-    why = not_authentic(secret, environ.get("HTTP_X_MEMORY_TIMESTAMP", ""),
-                        environ.get("HTTP_X_MEMORY_SIGNATURE", ""), raw_body)
+    why = signatures.not_authentic(secret, EnvironHeaders(environ), raw_body)
     if why is not None:
         raise ApiError(ErrorCode.UNAUTHORIZED, why)
     return raw_body
@@ -122,8 +101,10 @@ class WebhookReceiver(HotPath):
 def task_completed():
     """Report a finished task; extraction is enqueued when D2/D6/D9 allow.
 
-    X-Memory-Signature is sha256=<hex HMAC-SHA256(secret, '<timestamp>.<raw body>')>; the
-    timestamp must be within 300 s. 503 when MEMORY_WEBHOOK_SECRET is unset or Redis is down.
+    X-Memory-Signature is sha256=<hex HMAC-SHA256(secret, '<timestamp>.<raw body>')>; or, as
+    Standard Webhooks signs, webhook-id (= the body's eventId), webhook-timestamp and
+    webhook-signature v1,<base64>. The timestamp must be within 300 s. 503 when
+    MEMORY_WEBHOOK_SECRET is unset or Redis is down.
     202 `{accepted, enqueued, reason}`: the session is recorded; extraction is enqueued only
     for a COMPLETED main-session task of a user with auto-capture on, once per eventId."""
     return served_by(ENDPOINT)

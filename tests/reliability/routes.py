@@ -90,6 +90,9 @@ REQUESTS: dict[Route, Request] = {
     # Public
     ("/api/openapi.json", "GET"): Request("/api/openapi.json"),
     ("/healthz", "GET"): Request("/healthz"),
+    ("/readyz", "GET"): Request("/readyz"),
+    ("/api/docs", "GET"): Request("/api/docs"),
+    ("/api/docs/assets/<name>", "GET"): Request("/api/docs/assets/swagger_preset.js"),
     ("/metrics", "GET"): Request("/metrics"),
     ("/static/<path:filename>", "GET"): Request("/static/app.css"),
     ("/favicon.ico", "GET"): Request("/favicon.ico"),

@@ -74,6 +74,9 @@ MATRIX: dict[Route, dict[str, int]] = {
     ("/api/v1/webhooks/task-completed", "POST"): everyone(401),
     ("/api/openapi.json", "GET"): everyone(200),
     ("/healthz", "GET"): everyone(200),
+    ("/readyz", "GET"): everyone(200),
+    ("/api/docs", "GET"): everyone(200),
+    ("/api/docs/assets/<name>", "GET"): everyone(200),
     # Aggregate counts only (no ids, no content), scraped by Prometheus without credentials.
     ("/metrics", "GET"): everyone(200),
     ("/static/<path:filename>", "GET"): everyone(200),
