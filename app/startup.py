@@ -9,8 +9,8 @@ variable or the service, never a traceback for a configuration or a dependency.
   wrapper around each command because some commands run before the app is loaded — Flask-
   Migrate's `db upgrade` is looked up by Flask's CLI before `wsgi` is imported.
 - `serve` and `worker` check at start what they stand on (`check_start`): the database must
-  answer at the newest migration; Redis must answer for a worker and is warned about for
-  `serve`; a default model whose key variable is unset is warned about, once.
+  answer at the newest migration; Redis that does not answer is warned about, once (a worker
+  then waits for it); so is a default model whose key variable is unset.
 """
 
 from __future__ import annotations
@@ -142,9 +142,10 @@ def check_start(app: Flask, *, needs_redis: bool) -> None:
             app.extensions["memory_queue"].redis.ping()
         except DEPENDENCY_ERRORS as exc:
             line = explain(exc, redis_url=redis_url)
-            if needs_redis:
-                raise click.ClickException(f"{line}; start Redis or fix REDIS_URL") from None
-            _warn(f"{line}; the completion webhook answers 503 until Redis answers")
+            # Neither stops: a worker waits for Redis (and outlives its outages), the web
+            # answers what needs no Redis.
+            _warn(f"{line}; the worker waits and starts working when Redis answers" if needs_redis
+                  else f"{line}; the completion webhook answers 503 until Redis answers")
 
     _warn_about_the_model()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -70,8 +71,21 @@ def test_users_help_works_while_the_database_does_not_answer():
     assert result.returncode == 0 and "create" in result.stdout, result.stderr
 
 
-def test_worker_with_redis_on_a_closed_port_is_one_line_naming_redis(app):
-    assert_one_line(flask("worker", REDIS_URL=CLOSED_REDIS), "REDIS_URL", "127.0.0.1:1")
+def test_worker_with_redis_on_a_closed_port_warns_once_and_waits(app):
+    """A worker outlives Redis outages (SPEC §9), the one at its start too: one line naming
+    REDIS_URL, no traceback, and it keeps waiting."""
+    worker = subprocess.Popen([sys.executable, "-m", "flask", "--app", "wsgi", "worker"],
+                              cwd=ROOT, env=process_env(REDIS_URL=CLOSED_REDIS),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(8)
+        assert worker.poll() is None, "the worker gave up"
+    finally:
+        worker.terminate()
+        _, stderr = worker.communicate(timeout=30)
+    named = [line for line in stderr.splitlines() if "REDIS_URL" in line]
+    assert len(named) == 1 and "127.0.0.1:1" in named[0], stderr
+    assert "Traceback" not in stderr
 
 
 @pytest.mark.parametrize(("variable", "value"), [("MEMORY_LLM_TIMEOUT_S", "soon"),
