@@ -13,6 +13,8 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticUseDefault
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from app import redis_connection
+
 log = logging.getLogger(__name__)
 
 DEV_SECRET_KEY = "dev-only-secret-key-do-not-use-in-production"
@@ -38,6 +40,9 @@ class Environment(BaseSettings):
 
     DATABASE_URL: str | None = None
     REDIS_URL: str | None = None
+    # Redis behind Sentinel: `host:port,host:port` of the Sentinels and the master's name.
+    REDIS_SENTINELS: str | None = None
+    REDIS_SENTINEL_MASTER: str | None = None
     SECRET_KEY: str | None = None
     MEMORY_WEBHOOK_SECRET: str | None = None
     MEMORY_SERVICE_TOKEN: str | None = None
@@ -79,6 +84,16 @@ def _default_database_url(instance_path: str) -> str:
     return f"sqlite:///{Path(instance_path) / 'memory.sqlite3'}"
 
 
+def _redis_url(env: Environment) -> str | None:
+    """REDIS_URL, or with REDIS_SENTINELS the `redis+sentinel://` URL every Redis client of the
+    service understands (`app.redis_connection`); REDIS_URL then gives only the database number
+    and password."""
+    if env.REDIS_SENTINELS:
+        return redis_connection.sentinel_url(env.REDIS_SENTINELS, env.REDIS_SENTINEL_MASTER,
+                                             env.REDIS_URL)
+    return env.REDIS_URL
+
+
 def from_environment(instance_path: str) -> dict[str, Any]:
     """Build the Flask config mapping from environment variables."""
     env = Environment()
@@ -87,7 +102,7 @@ def from_environment(instance_path: str) -> dict[str, Any]:
     return {
         "SECRET_KEY": env.SECRET_KEY or DEV_SECRET_KEY,
         "SQLALCHEMY_DATABASE_URI": env.DATABASE_URL or _default_database_url(instance_path),
-        "REDIS_URL": env.REDIS_URL,
+        "REDIS_URL": _redis_url(env),
         "MEMORY_WEBHOOK_SECRET": env.MEMORY_WEBHOOK_SECRET,
         "MEMORY_SERVICE_TOKEN": env.MEMORY_SERVICE_TOKEN,
         "MEMORY_LLM_TIMEOUT_S": env.MEMORY_LLM_TIMEOUT_S,

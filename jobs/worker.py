@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 import click
-import redis
 from flask import Flask, current_app
 from flask.cli import with_appcontext
 from rq import Queue, Retry, SimpleWorker, Worker, get_current_job
@@ -21,7 +20,7 @@ from rq.exceptions import AbandonedJobError
 from rq.utils import now
 from sqlalchemy.exc import SQLAlchemyError
 
-from app import metrics
+from app import metrics, redis_connection
 from app.cli import log_to_stderr
 from app.extensions import db
 from app.extraction import llm, outcomes, runner
@@ -107,7 +106,7 @@ def run_worker(app: Flask, *, burst: bool, fork: bool = True) -> bool:
     except SQLAlchemyError as exc:
         # Only slower jobs: the first of each horse compiles its statements itself.
         log.warning("event=worker.warm_up_failed error=%s", type(exc).__name__)
-    connection = redis.Redis.from_url(app.config["REDIS_URL"])
+    connection = redis_connection.client(app.config["REDIS_URL"])
     worker_class = AppWorker if fork else AppSimpleWorker
     worker = worker_class([Queue(QUEUE_NAME, connection=connection)], connection=connection,
                           app=app)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import redis
 from flask import Flask, current_app
 
+from app import redis_connection
 from app.memory import repository, rules
 from app.memory.context_cache import ContextCache, LocalContextCache, RedisContextCache
 from app.memory.rules import Scope
@@ -24,7 +24,8 @@ def init_app(app: Flask) -> None:
     url = app.config.get("REDIS_URL")
     # Short timeouts: a reader that cannot reach Redis goes to the database instead of waiting.
     app.extensions[EXTENSION] = (
-        RedisContextCache(redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2))
+        RedisContextCache(redis_connection.client(url, confirm_writes=True,
+                                                  socket_connect_timeout=1, socket_timeout=2))
         if url else LocalContextCache())
 
 
