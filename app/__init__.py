@@ -8,7 +8,7 @@ from typing import Any
 from flask import Flask
 
 from app import config as app_config
-from app import rawdb
+from app import galera, rawdb
 from app.extensions import db, migrate
 from app.jsonbody import RequestJSONProvider
 
@@ -33,6 +33,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     db.init_app(app)
     migrate.init_app(app, db, directory=MIGRATIONS_DIR)
     rawdb.init_app(app, app.config["SQLALCHEMY_ENGINE_OPTIONS"])
+    galera.init_app(app)
     _import_models()
 
     from app.auth import sessions, throttle

@@ -33,7 +33,6 @@ from tests.completions import capture_on, event, post_webhook
 from tests.conftest import WEBHOOK_SECRET, _empty_tables
 
 
-
 @pytest.fixture
 def ha_app(make_app: Any, redis_sentinel: RedisSentinel) -> Iterator[Flask]:
     app = make_app(REDIS_URL=redis_sentinel.url)
