@@ -1,0 +1,229 @@
+"""The service on a three-node MariaDB Galera cluster behind HAProxy (issue 26), unchanged apart
+from DATABASE_URL: migrations, the webhook, real workers, consolidation, the context read and
+the pages — and what Galera does differently from one server (docs/operations-galera.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections import Counter
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from flask import Flask
+from sqlalchemy.exc import OperationalError
+
+from app.db_types import utcnow
+from app.errors import DomainError
+from app.extensions import db
+from app.memory import service as memory_service
+from app.memory.models import MemoryItem
+from app.memory.rules import ACTIVE_PER_USER_MAX, Scope, dedup_hash
+from app.platform import client as platform
+from app.rawdb import raw_database
+from tests.cluster.conftest import ROOT, GaleraCluster
+from tests.completions import (
+    USER_ID,
+    capture_on,
+    enqueue_consolidation,
+    event,
+    last_consolidation,
+    outcomes,
+)
+from tests.conftest import (
+    SERVICE_TOKEN,
+    TEST_REDIS_URL,
+    WEBHOOK_SECRET,
+    _empty_tables,
+    _flush_redis,
+)
+from tests.serving import gunicorn
+from tests.workers import registered_workers, wait_until, worker_env, worker_processes
+
+DEADLOCK = 1213
+
+
+@pytest.fixture(scope="module")
+def galera_schema(galera: GaleraCluster) -> GaleraCluster:
+    """The test database on the cluster, built by `flask --app wsgi db upgrade` through
+    HAProxy, as an operator would."""
+    server = sa.create_engine(galera.url().replace(f"/{galera.database}", "/"))
+    with server.begin() as conn:
+        conn.execute(sa.text(f"DROP DATABASE IF EXISTS `{galera.database}`"))
+        conn.execute(sa.text(f"CREATE DATABASE `{galera.database}` CHARACTER SET utf8mb4 "
+                             "COLLATE utf8mb4_unicode_ci"))
+    server.dispose()
+    upgrade = subprocess.run([sys.executable, "-m", "flask", "--app", "wsgi", "db", "upgrade"],
+                             cwd=ROOT, env=worker_env(DATABASE_URL=galera.url()),
+                             capture_output=True, text=True, timeout=300)
+    assert upgrade.returncode == 0, upgrade.stderr
+    return galera
+
+
+@pytest.fixture
+def app(make_app: Any, galera_schema: GaleraCluster) -> Flask:
+    """This folder's `app`: the service on the cluster, through HAProxy."""
+    app = make_app(SQLALCHEMY_DATABASE_URI=galera_schema.url())
+    _empty_tables(app)
+    _flush_redis(TEST_REDIS_URL)
+    return app
+
+
+def _query(app: Flask, sql: str, **params: Any) -> list[tuple]:
+    with app.app_context():
+        rows = [tuple(r) for r in db.session.execute(sa.text(sql), params)]
+        db.session.remove()
+    return rows
+
+
+def test_the_migrations_leave_every_table_on_innodb_with_a_primary_key(app, galera_schema):
+    """Galera replicates InnoDB only, and a table without a primary key replicates row by row
+    with no key to certify against (MariaDB refuses DML on it under wsrep_mode
+    REQUIRED_PRIMARY_KEY)."""
+    tables = _query(app, """
+        SELECT t.TABLE_NAME, t.ENGINE, c.CONSTRAINT_NAME FROM information_schema.TABLES t
+        LEFT JOIN information_schema.TABLE_CONSTRAINTS c ON c.TABLE_SCHEMA = t.TABLE_SCHEMA
+             AND c.TABLE_NAME = t.TABLE_NAME AND c.CONSTRAINT_TYPE = 'PRIMARY KEY'
+        WHERE t.TABLE_SCHEMA = DATABASE()""")
+    assert len(tables) > 10
+    assert [t for t in tables if t[1] != "InnoDB" or t[2] is None] == []
+    # Every node has the schema (DDL replicates as total order isolation).
+    for node in (1, 2, 3):
+        engine = sa.create_engine(galera_schema.url(node))
+        with engine.connect() as conn:
+            count = conn.scalar(sa.text("SELECT COUNT(*) FROM information_schema.TABLES "
+                                        "WHERE TABLE_SCHEMA = DATABASE()"))
+        engine.dispose()
+        assert count == len(tables)
+
+
+def test_every_connection_to_a_galera_node_reads_causally(app):
+    """A node applies other nodes' commits a moment after they commit: without
+    wsrep_sync_wait a read could miss a change already committed, and the context cache would
+    keep the older block under the current version."""
+    with app.app_context():
+        assert db.session.scalar(sa.text("SELECT @@wsrep_sync_wait")) == 1
+        db.session.remove()
+        pools = raw_database()
+        for pool in (pools.reads, pools.writes):
+            with pool.engine.connect() as conn:
+                assert conn.scalar(sa.text("SELECT @@wsrep_sync_wait")) == 1
+
+
+def test_a_change_through_one_node_is_in_the_next_context_read_through_another(make_app,
+                                                                               galera_schema,
+                                                                               app):
+    """Each write goes to node 1 and the read right after it to node 2: every read shows it."""
+    writer = make_app(SQLALCHEMY_DATABASE_URI=galera_schema.url(1))
+    reader = make_app(SQLALCHEMY_DATABASE_URI=galera_schema.url(2))
+    capture_on(app)
+    with writer.app_context():
+        item_id = memory_service.create_item(USER_ID, Scope.USER, "版本 0 的偏好说明文字").id
+        db.session.remove()
+    for n in range(1, 41):
+        with writer.app_context():
+            memory_service.update_item(USER_ID, item_id, content=f"版本 {n} 的偏好说明文字")
+            db.session.remove()
+        with reader.app_context():
+            block = json.loads(memory_service.context_json(USER_ID, None))
+            db.session.remove()
+        assert [m["content"] for m in block["memories"]] == [f"版本 {n} 的偏好说明文字"]
+
+
+def test_writers_on_two_nodes_at_once_never_pass_the_200_cap(make_app, galera_schema, app):
+    """A row lock taken on one node is unknown to the others, so the cap's per-user lock is a
+    write (migration 0006): two nodes' writers then conflict at certification and one commit
+    is refused with a deadlock (1213), which the unit of work retries or answers 503."""
+    capture_on(app)
+    with app.app_context():
+        rows = [{"user_id": USER_ID, "scope": "USER", "project_key": "", "content": f"预置 {n}",
+                 "dedup_hash": dedup_hash(Scope.USER, None, f"预置 {n}"), "status": "ACTIVE", "source": "MANUAL",
+                 "created_at": utcnow(), "updated_at": utcnow()}
+                for n in range(ACTIVE_PER_USER_MAX - 4)]
+        db.session.execute(sa.insert(MemoryItem.__table__), rows)
+        db.session.commit()
+        db.session.remove()
+    nodes = [make_app(SQLALCHEMY_DATABASE_URI=galera_schema.url(n)) for n in (1, 2)]
+    results: Counter[str] = Counter()
+    start = threading.Barrier(4)
+
+    def add(node: Flask, writer: int) -> None:
+        start.wait()
+        for n in range(6):
+            with node.app_context():
+                try:
+                    memory_service.create_item(USER_ID, Scope.USER, f"并发写入 {writer}-{n}")
+                    results["created"] += 1
+                except DomainError:
+                    results["cap"] += 1
+                except OperationalError as error:
+                    assert error.orig.args[0] == DEADLOCK, error
+                    results["deadlock"] += 1
+                finally:
+                    db.session.remove()
+
+    threads = [threading.Thread(target=add, args=(nodes[i % 2], i)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    active = _query(app, "SELECT COUNT(*) FROM memory_item WHERE user_id = :u AND "
+                         "status = 'ACTIVE'", u=USER_ID)[0][0]
+    assert active == ACTIVE_PER_USER_MAX, (active, results)
+    assert results["created"] == 4, results
+    assert sum(results.values()) == 24
+
+
+def test_ids_come_in_steps_of_the_cluster_size(app):
+    """wsrep_auto_increment_control gives each node its own offset: ids are unique but not
+    consecutive, and not in commit order across nodes. The service orders by time and uses ids
+    only as names."""
+    assert _query(app, "SELECT @@auto_increment_increment")[0][0] == 3
+
+
+def test_webhook_workers_consolidation_context_and_pages_run_on_galera(app, llm, galera_schema,
+                                                                      tmp_path, alice_page):
+    capture_on(app)
+    last_consolidation(app, utcnow())  # no consolidation of its own after the extractions
+    llm.reply_items([{"type": "user", "content": "报告都用中文来写"}])
+    llm.reply_items([{"type": "user", "content": "总结也用中文来写"}])
+    env = {"DATABASE_URL": galera_schema.url(), "REDIS_URL": TEST_REDIS_URL,
+           "MEMORY_WEBHOOK_SECRET": WEBHOOK_SECRET, "MEMORY_SERVICE_TOKEN": SERVICE_TOKEN,
+           "SECRET_KEY": "one-key-for-every-web-process", "MEMORY_LLM_TIMEOUT_S": "5"}
+    with (gunicorn(tmp_path, "web", **env) as web,
+          worker_processes(1, tmp_path, DATABASE_URL=galera_schema.url())):
+        wait_until(lambda: registered_workers() == 1, 60, "a registered worker")
+        for n in range(2):
+            answer = platform.deliver(web.url, WEBHOOK_SECRET,
+                                      event(eventId=f"evt-galera-{n}", sessionId=500 + n))
+            assert answer.status == 202, answer
+            assert json.loads(answer.body)["data"]["reason"] == "enqueued"
+        wait_until(lambda: len(outcomes(app)) == 2, 60, "two extraction outcomes")
+        learned = _query(app, "SELECT id FROM memory_item WHERE user_id = :u ORDER BY id",
+                         u=USER_ID)
+        assert len(learned) == 2
+        llm.reply_items([{"op": "merge", "sourceIds": [r[0] for r in learned],
+                          "content": "报告和总结都用中文"}])
+        job_id = enqueue_consolidation(app)
+        wait_until(lambda: any(o["jobId"] == job_id for o in outcomes(app)), 60,
+                   "the consolidation's outcome")
+        (consolidated,) = [o for o in outcomes(app) if o["jobId"] == job_id]
+        assert (consolidated["status"], consolidated["merges"]) == ("succeeded", 1), consolidated
+        request = urllib.request.Request(
+            f"{web.url}/api/v1/internal/memory/context?userId={USER_ID}",
+            headers={"Authorization": f"Bearer {SERVICE_TOKEN}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            block = json.loads(response.read())["data"]
+    assert [m["content"] for m in block["memories"]] == ["报告和总结都用中文"]
+    assert {o["status"] for o in outcomes(app)} == {"succeeded"}
+
+    with app.app_context():
+        memory_service.create_item(alice_page.user_id, Scope.USER, "页面上看得到的一条记忆")
+        db.session.remove()
+    page = alice_page.get("/settings/memory")
+    assert page.status_code == 200
+    assert "页面上看得到的一条记忆" in page.get_data(as_text=True)
