@@ -58,7 +58,7 @@ class User(db.Model):
     disabled_at: Mapped[datetime | None] = mapped_column(Timestamp)
     # Moved on by every transaction that may grow the user's ACTIVE memories: the write that
     # locks the user's row (`repository.LOCK_USER`; a plain row lock is not seen by Galera).
-    memory_lock_seq: Mapped[int] = mapped_column(sa.BigInteger, default=0, server_default="0",
+    memory_lock_seq: Mapped[int] = mapped_column(sa.BigInteger, server_default="0",
                                                  nullable=False)
 
     permissions: Mapped[list[Permission]] = db.relationship(
