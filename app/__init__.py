@@ -9,7 +9,7 @@ from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app import config as app_config
-from app import database
+from app import database, galera
 from app.extensions import db, migrate
 from app.jsonbody import RequestJSONProvider
 from app.params import AsciiIntegerConverter
@@ -40,6 +40,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     with app.app_context():
         database.guard(db.engine)
     database.init_app(app, app.config["SQLALCHEMY_ENGINE_OPTIONS"])
+    galera.init_app(app)
     _import_models()
 
     from app.auth import sessions, throttle

@@ -16,6 +16,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from app import redis_connection
+
 log = logging.getLogger(__name__)
 
 DEV_SECRET_KEY = "dev-only-secret-key-do-not-use-in-production"
@@ -25,7 +27,7 @@ DEFAULT_SESSION_HOURS = 12
 
 CommaList = Annotated[tuple[str, ...], NoDecode]
 DATABASE_URL_EXAMPLE = "mysql+pymysql://USER:PASSWORD@HOST:3306/DATABASE?charset=utf8mb4"
-REDIS_SCHEMES = ("redis", "rediss", "unix")
+REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel")
 
 
 class ConfigurationError(Exception):
@@ -48,6 +50,9 @@ class Environment(BaseSettings):
 
     DATABASE_URL: str | None = None
     REDIS_URL: str | None = None
+    # Redis behind Sentinel: `host:port,host:port` of the Sentinels and the master's name.
+    REDIS_SENTINELS: str | None = None
+    REDIS_SENTINEL_MASTER: str | None = None
     SECRET_KEY: str | None = None
     MEMORY_WEBHOOK_SECRET: str | None = None
     MEMORY_SERVICE_TOKEN: str | None = None
@@ -120,7 +125,8 @@ def check_database_url(url: str) -> str:
 
 def check_redis_url(url: str | None) -> str | None:
     if url is not None and url.partition("://")[0] not in REDIS_SCHEMES:
-        raise ConfigurationError("REDIS_URL must start with redis://, rediss:// or unix://, "
+        raise ConfigurationError("REDIS_URL must start with redis://, rediss://, unix:// or "
+                                 "redis+sentinel://, "
                                  "e.g. redis://127.0.0.1:6379/0")
     return url
 
@@ -128,6 +134,16 @@ def check_redis_url(url: str | None) -> str | None:
 def _default_database_url(instance_path: str) -> str:
     Path(instance_path).mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{Path(instance_path) / 'memory.sqlite3'}"
+
+
+def _redis_url(env: Environment) -> str | None:
+    """REDIS_URL, or with REDIS_SENTINELS the `redis+sentinel://` URL every Redis client of the
+    service understands (`app.redis_connection`); REDIS_URL then gives only the database number
+    and password."""
+    if env.REDIS_SENTINELS:
+        return redis_connection.sentinel_url(env.REDIS_SENTINELS, env.REDIS_SENTINEL_MASTER,
+                                             env.REDIS_URL)
+    return env.REDIS_URL
 
 
 def from_environment(instance_path: str) -> dict[str, Any]:
@@ -141,7 +157,7 @@ def from_environment(instance_path: str) -> dict[str, Any]:
         "SECRET_KEY": env.SECRET_KEY or DEV_SECRET_KEY,
         "SQLALCHEMY_DATABASE_URI": check_database_url(
             env.DATABASE_URL or _default_database_url(instance_path)),
-        "REDIS_URL": check_redis_url(env.REDIS_URL),
+        "REDIS_URL": check_redis_url(_redis_url(env)),
         "MEMORY_WEBHOOK_SECRET": env.MEMORY_WEBHOOK_SECRET,
         "MEMORY_SERVICE_TOKEN": env.MEMORY_SERVICE_TOKEN,
         "MEMORY_LLM_TIMEOUT_S": env.MEMORY_LLM_TIMEOUT_S,

@@ -24,7 +24,7 @@ from rq.exceptions import AbandonedJobError
 from rq.utils import now
 from sqlalchemy.exc import SQLAlchemyError
 
-from app import metrics
+from app import metrics, redis_connection
 from app.cli import log_to_stderr
 from app.extensions import db
 from app.extraction import llm, outcomes, runner
@@ -116,7 +116,7 @@ def run_worker(app: Flask, *, burst: bool, fork: bool = True) -> bool:
     except SQLAlchemyError as exc:
         # Only slower jobs: the first of each horse compiles its statements itself.
         log.warning("event=worker.warm_up_failed error=%s", type(exc).__name__)
-    connection = redis.Redis.from_url(app.config["REDIS_URL"])
+    connection = redis_connection.client(app.config["REDIS_URL"])
     worker_class = AppWorker if fork else AppSimpleWorker
     wait, longest = REDIS_WAIT_S
     try:

@@ -348,7 +348,7 @@ class Memories:
         from app.memory.models import MemoryItem
 
         with self.app.app_context():
-            item = db.session.get(MemoryItem, item_id)
+            item = db.session.scalar(sa.select(MemoryItem).where(MemoryItem.id == item_id))
             data = None if item is None else {**item.to_dict(), "dedupHash": item.dedup_hash,
                                                 "rawUpdatedAt": item.updated_at}
             db.session.remove()

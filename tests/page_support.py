@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 from jinja2 import BytecodeCache
@@ -58,7 +59,7 @@ class Store:
 
     def get(self, item_id: int) -> dict[str, Any] | None:
         with self.app.app_context():
-            item = db.session.get(MemoryItem, item_id)
+            item = db.session.scalar(sa.select(MemoryItem).where(MemoryItem.id == item_id))
             return item.to_dict() if item else None
 
     def of(self, user_id: int) -> list[dict[str, Any]]:

@@ -56,6 +56,10 @@ class User(db.Model):
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
     # Set by `users disable`: no login, no personal token, until `users enable`.
     disabled_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    # Moved on by every transaction that may grow the user's ACTIVE memories: the write that
+    # locks the user's row (`repository.LOCK_USER`; a plain row lock is not seen by Galera).
+    memory_lock_seq: Mapped[int] = mapped_column(sa.BigInteger, server_default="0",
+                                                 nullable=False)
 
     permissions: Mapped[list[Permission]] = db.relationship(
         secondary=user_permission, lazy="selectin"
@@ -91,9 +95,11 @@ class User(db.Model):
     def lock(cls, user_id: int) -> None:
         """Serialize a user's writes that may grow their ACTIVE count (the 200 cap).
 
-        Row lock on MySQL; SQLite serializes writers on its own.
+        The write of `memory.repository.lock_user` (a row lock that Galera certifies too).
         """
-        db.session.execute(sa.select(cls.id).where(cls.id == user_id).with_for_update())
+        from app.memory.repository import lock_user
+
+        lock_user(user_id)
 
     @classmethod
     def display_names(cls, user_ids: set[int]) -> dict[int, str]:

@@ -32,8 +32,9 @@ from dataclasses import dataclass
 
 from flask import Flask, current_app
 from limits import RateLimitItemPerMinute
-from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
+
+from app import redis_connection
 
 ACCOUNT_FAILURES = RateLimitItemPerMinute(5, 15)
 ADDRESS_FAILURES = RateLimitItemPerMinute(20, 15)
@@ -80,8 +81,8 @@ class Throttle:
 
 
 def init_app(app: Flask) -> None:
-    uri = app.config.get("REDIS_URL") or "memory://"
-    app.extensions[EXTENSION] = Throttle(MovingWindowRateLimiter(storage_from_string(uri)))
+    storage = redis_connection.rate_limit_storage(app.config.get("REDIS_URL"))
+    app.extensions[EXTENSION] = Throttle(MovingWindowRateLimiter(storage))
 
 
 def throttle() -> Throttle:

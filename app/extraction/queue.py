@@ -21,10 +21,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import redis
 import rq
 from flask import Flask, current_app
 from redis.exceptions import LockError
+
+from app import redis_connection
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,8 @@ class RedisJobQueue:
         self.url = app.config["REDIS_URL"]
         self.timing = Timing.for_app(app)
         # Short timeouts: a webhook must answer 503 quickly when Redis is down.
-        self.redis = redis.Redis.from_url(self.url, socket_connect_timeout=2, socket_timeout=5)
+        self.redis = redis_connection.client(self.url, confirm_writes=True,
+                                             socket_connect_timeout=2, socket_timeout=5)
         # Kept: a Queue asks the server its version once, and every webhook enqueues.
         self._queue = rq.Queue(QUEUE_NAME, connection=self.redis)
         self._release_held_by = self.redis.register_script(_RELEASE_HELD_BY)

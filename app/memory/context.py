@@ -15,6 +15,7 @@ from flask import Flask, current_app
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from app import redis_connection
 from app.memory import repository, rules
 from app.memory.context_cache import ContextCache, LocalContextCache, RedisContextCache
 from app.memory.rules import Scope
@@ -26,8 +27,9 @@ def cache_client(url: str, **options: Any) -> redis.Redis:
     """The cache's Redis client. Short timeouts and one immediate retry (a connection Redis
     dropped on a restart): a reader that cannot reach Redis goes to the database instead of
     waiting."""
-    return redis.Redis.from_url(url, **{"socket_connect_timeout": 1, "socket_timeout": 2,
-                                         "retry": Retry(NoBackoff(), 1), **options})
+    return redis_connection.client(url, confirm_writes=True, **{
+        "socket_connect_timeout": 1, "socket_timeout": 2, "retry": Retry(NoBackoff(), 1),
+        **options})
 
 
 def init_app(app: Flask) -> None:

@@ -39,10 +39,13 @@ JOURNAL_ROW = sa.insert(MemoryEvent).values(
 
 def purge(events: Sequence[Event]) -> set[int]:
     """Delete the journal of the memories these events deleted; their ids."""
-    deleted = {i for e in events if isinstance(e, Deleted) for i in e.memory_ids}
+    gone = [e for e in events if isinstance(e, Deleted)]
+    deleted = {i for e in gone for i in e.memory_ids}
     if deleted:
-        db.session.execute(sa.delete(MemoryEvent).where(MemoryEvent.memory_id.in_(deleted))
-                           .execution_options(synchronize_session=False))
+        # With the user id, as every statement on a per-user table (sharding by user).
+        db.session.execute(sa.delete(MemoryEvent).where(sa.or_(*(
+            (MemoryEvent.user_id == e.user_id) & MemoryEvent.memory_id.in_(e.memory_ids)
+            for e in gone))).execution_options(synchronize_session=False))
     return deleted
 
 

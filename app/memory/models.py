@@ -26,6 +26,11 @@ class MemoryItem(db.Model):
         sa.Index("idx_memory_user_updated", "user_id", "updated_at"),
     )
 
+    # The ORM names a row by (user_id, id): the UPDATE of a flush and the reload after a commit
+    # then carry the user id, as every statement on a per-user table does (sharding by user,
+    # docs/scaling.md). The table's key stays `id`.
+    __mapper_args__ = {"primary_key": ["user_id", "id"]}
+
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     user_id: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
     scope: Mapped[str] = mapped_column(sa.String(16), nullable=False, comment="USER/PROJECT")

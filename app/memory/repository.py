@@ -58,13 +58,18 @@ def _in_group(user_id: int, group: Group, status: Status | None = Status.ACTIVE)
     return conditions
 
 
-LOCK_USER = sa.select(User.id).where(User.id == sa.bindparam("user_id")).with_for_update()
+# A write, not `SELECT … FOR UPDATE`: the same row lock on one server, and on a Galera cluster
+# the row goes into the write-set, so two such transactions on two nodes conflict at commit
+# (1213) where a read lock would let both pass the cap (migration 0006).
+LOCK_USER = (sa.update(User.__table__).where(User.__table__.c.id == sa.bindparam("user_id"))
+             .values(memory_lock_seq=User.__table__.c.memory_lock_seq + 1))
 
 
 def lock_user(user_id: int) -> None:
     """Serialize a user's writes that may grow their ACTIVE count (the 200 cap, D7/D14).
 
-    A row lock on MySQL, held until the transaction ends; SQLite serializes writers on its own.
+    A row lock on MySQL, held until the transaction ends, and a certified write on Galera;
+    SQLite serializes writers on its own.
     """
     db.session.execute(LOCK_USER, {"user_id": user_id})
 

@@ -1,0 +1,166 @@
+"""Every Redis client of the service is made here: one Redis (`redis://…`), or the master a set
+of Sentinels names (`redis+sentinel://host:port,host:port/master[/db]`, which `config` builds
+from REDIS_SENTINELS and REDIS_SENTINEL_MASTER).
+
+With Sentinel, redis-py's `Sentinel.master_for` asks the Sentinels where the master is at each
+new connection, and a connection to a master that was demoted fails (Sentinel kills its
+clients; a write gets READONLY), so the next one goes to the promoted replica.
+
+Replication is asynchronous: a write the master acknowledged may be missing on the replica that
+replaces it. Two writes must not be lost that way, and a client made with `confirm_writes=True`
+waits (`WAIT 1`) until a replica holds each of them before the caller goes on to commit:
+
+- an enqueued job (the webhook answers 202 only after it), so a failover never loses the job of
+  an accepted delivery;
+- the context cache's version bump made before a commit changes a user's memories, so a
+  promoted replica always has every committed change's bump and can never hand out a block
+  stored before it. (The bump after the commit, a block stored, a throttle count, may be lost:
+  the first only makes readers go to the database until the writer's deadline, the others
+  are rebuilt or only count a little less.)
+
+When no replica confirms in time and one is connected (it could be promoted without the write),
+the write fails (`ReplicaNotConfirmed`, a RedisError: the caller's transaction rolls back, the
+request answers 503). With no replica connected there is nothing to promote, and the write
+stands; a replica that reconnects copies the master first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import redis
+from limits.storage import RedisSentinelStorage, Storage, storage_from_string
+from redis.client import Pipeline
+from redis.connection import AbstractConnection
+from redis.exceptions import RedisError
+from redis.sentinel import Sentinel
+
+SENTINEL_SCHEME = "redis+sentinel"
+DEFAULT_MASTER = "mymaster"
+# How long a confirmed write waits for a replica. A replica on the same network acknowledges
+# within a millisecond or two; this bounds what a lagging one costs each write.
+CONFIRM_TIMEOUT_MS = 500
+# The commands the queue and the cache send outside a transaction whose loss matters: the
+# cache's bump script, and a session lock's SET NX.
+_CONFIRMED_COMMANDS = frozenset({"EVAL", "EVALSHA", "SET"})
+
+
+class ReplicaNotConfirmed(RedisError):
+    """A connected replica did not acknowledge a write in time: a failover now could lose it."""
+
+
+@dataclass(frozen=True)
+class SentinelAddress:
+    """What a `redis+sentinel://` URL names."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    master: str
+    db: int = 0
+    password: str | None = None
+
+    @classmethod
+    def parse(cls, url: str) -> SentinelAddress:
+        parts = urlsplit(url)
+        hosts = parts.netloc.rpartition("@")[2]
+        sentinels = []
+        for hostport in hosts.split(","):
+            host, _, port = hostport.strip().rpartition(":")
+            sentinels.append((host or "127.0.0.1", int(port or 26379)))
+        path = [piece for piece in parts.path.split("/") if piece]
+        password = unquote(parts.password) if parts.password else None
+        return cls(tuple(sentinels), path[0] if path else DEFAULT_MASTER,
+                   int(path[1]) if len(path) > 1 else 0, password)
+
+    def url(self) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        hosts = ",".join(f"{host}:{port}" for host, port in self.sentinels)
+        return f"{SENTINEL_SCHEME}://{auth}{hosts}/{self.master}/{self.db}"
+
+
+def sentinel_url(sentinels: str, master: str | None, base_url: str | None) -> str:
+    """The URL for REDIS_SENTINELS (`host:port,host:port`) and REDIS_SENTINEL_MASTER; the
+    database number and password come from REDIS_URL when it is set too."""
+    base = urlsplit(base_url or "")
+    path = [piece for piece in base.path.split("/") if piece]
+    addresses = []
+    for hostport in sentinels.split(","):
+        if hostport.strip():
+            host, _, port = hostport.strip().rpartition(":")
+            addresses.append((host or "127.0.0.1", int(port or 26379)))
+    if not addresses:
+        raise ValueError("REDIS_SENTINELS names no host:port")
+    return SentinelAddress(tuple(addresses), master or DEFAULT_MASTER,
+                           int(path[0]) if path else 0,
+                           unquote(base.password) if base.password else None).url()
+
+
+def is_sentinel(url: str) -> bool:
+    return url.startswith(SENTINEL_SCHEME + "://")
+
+
+def _confirm(connection: AbstractConnection) -> None:
+    """Wait until a replica holds every write made so far on `connection`."""
+    connection.send_command("WAIT", 1, CONFIRM_TIMEOUT_MS)
+    if int(connection.read_response()) >= 1:
+        return
+    connection.send_command("ROLE")
+    role = connection.read_response()
+    if role[2]:
+        raise ReplicaNotConfirmed(f"no replica confirmed a write within {CONFIRM_TIMEOUT_MS} ms")
+
+
+class _ConfirmedPipeline(Pipeline):
+    def _execute_transaction(self, connection: AbstractConnection, commands: Any,
+                             raise_on_error: bool) -> list:
+        # The same connection: WAIT counts only the writes of the connection it is sent on.
+        result = super()._execute_transaction(connection, commands, raise_on_error)
+        _confirm(connection)
+        return result
+
+
+class _ConfirmedRedis(redis.Redis):
+    """A Redis client whose transactions and `_CONFIRMED_COMMANDS` return only once a replica
+    holds them (module docstring)."""
+
+    def _send_command_parse_response(self, conn: AbstractConnection, command_name: str,
+                                     *args: Any, **options: Any) -> Any:
+        result = super()._send_command_parse_response(conn, command_name, *args, **options)
+        if str(command_name).upper() in _CONFIRMED_COMMANDS:
+            _confirm(conn)
+        return result
+
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Pipeline:
+        return _ConfirmedPipeline(self.connection_pool, self.response_callbacks, transaction,
+                                  shard_hint)
+
+
+def client(url: str, *, confirm_writes: bool = False, **socket_options: Any) -> redis.Redis:
+    """A client of the Redis `url` names (the master, for a Sentinel URL). `confirm_writes`:
+    with Sentinel, writes that must survive a failover wait for a replica (module docstring);
+    a single Redis has no replica to wait for, and its loss loses everything anyway."""
+    if not is_sentinel(url):
+        return redis.Redis.from_url(url, **socket_options)
+    address = SentinelAddress.parse(url)
+    sentinel = Sentinel(list(address.sentinels),
+                        socket_timeout=socket_options.get("socket_timeout", 2),
+                        socket_connect_timeout=socket_options.get("socket_connect_timeout", 2))
+    return sentinel.master_for(address.master,
+                               redis_class=_ConfirmedRedis if confirm_writes else redis.Redis,
+                               db=address.db, password=address.password, **socket_options)
+
+
+def rate_limit_storage(url: str | None) -> Storage:
+    """The `limits` storage for counts every web process shares: `limits`' own Sentinel
+    storage, reading from the master too (a replica's counts lag behind the failures just
+    counted), or its Redis storage, or this process's memory without Redis."""
+    if url is None:
+        return storage_from_string("memory://")
+    if not is_sentinel(url):
+        return storage_from_string(url)
+    address = SentinelAddress.parse(url)
+    hosts = ",".join(f"{host}:{port}" for host, port in address.sentinels)
+    return RedisSentinelStorage(f"{SENTINEL_SCHEME}://{hosts}/{address.master}",
+                                use_replicas=False, db=address.db,
+                                **({"password": address.password} if address.password else {}))

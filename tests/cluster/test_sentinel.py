@@ -1,0 +1,183 @@
+"""Redis behind Sentinel (issue 26): every Redis client of the service finds the master through
+the Sentinels, and a failover loses no accepted delivery's job and serves no context block
+older than a committed change — even though replication is asynchronous."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from flask import Flask
+from limits.storage import RedisSentinelStorage
+from redis.sentinel import SentinelConnectionPool
+from rq import Queue
+
+from app import redis_connection
+from app.auth.throttle import throttle
+from app.config import from_environment
+from app.extensions import db
+from app.extraction.intake import TaskCompleted
+from app.extraction.queue import QUEUE_NAME, memory_queue
+from app.memory import context
+from app.memory import service as memory_service
+from app.memory.rules import Scope
+from app.redis_connection import ReplicaNotConfirmed
+from tests.cluster.conftest import RedisSentinel
+from tests.completions import capture_on, event, post_webhook
+from tests.conftest import WEBHOOK_SECRET, _empty_tables
+
+
+@pytest.fixture
+def ha_app(make_app: Any, redis_sentinel: RedisSentinel) -> Iterator[Flask]:
+    app = make_app(REDIS_URL=redis_sentinel.url)
+    _empty_tables(app)
+    redis_connection.client(redis_sentinel.url).flushdb()
+    yield app
+
+
+def _master(ha: RedisSentinel) -> redis.Redis:
+    return redis.Redis(host="127.0.0.1", port=ha.master_port())
+
+
+def _replica_port(ha: RedisSentinel) -> int:
+    base = int(ha.env["REDIS_HA_PORT"])
+    return base + 1 if ha.master_port() == base else base
+
+
+def _pid(ha: RedisSentinel, port: int) -> int:
+    return int(Path(ha.env["REDIS_HA_DIR"], f"redis-{port}.pid").read_text())
+
+
+def _wait_replicated(master: redis.Redis, timeout_s: float = 10) -> None:
+    """Until the replica has everything the master has now (writes sent without a reply
+    included)."""
+    deadline = time.monotonic() + timeout_s
+    target = master.info("replication")["master_repl_offset"]
+    while time.monotonic() < deadline:
+        replicas = [v for k, v in master.info("replication").items()
+                    if k.startswith("slave") and isinstance(v, dict)]
+        if replicas and all(r["offset"] >= target for r in replicas):
+            return
+        time.sleep(0.05)
+    raise AssertionError("the replica did not catch up")
+
+
+def test_the_sentinel_settings_become_one_url_every_client_understands(monkeypatch, tmp_path):
+    monkeypatch.setenv("REDIS_SENTINELS", "10.0.0.1:26379, 10.0.0.2:26380")
+    monkeypatch.setenv("REDIS_SENTINEL_MASTER", "memory")
+    monkeypatch.setenv("REDIS_URL", "redis://:s3cret@ignored:6379/3")
+    url = from_environment(str(tmp_path))["REDIS_URL"]
+    assert url == "redis+sentinel://:s3cret@10.0.0.1:26379,10.0.0.2:26380/memory/3"
+    assert redis_connection.SentinelAddress.parse(url) == redis_connection.SentinelAddress(
+        (("10.0.0.1", 26379), ("10.0.0.2", 26380)), "memory", 3, "s3cret")
+
+
+def test_queue_cache_throttle_and_locks_all_use_the_master_sentinel_names(ha_app, redis_sentinel):
+    client = ha_app.test_client()
+    capture_on(ha_app, user_id=7)
+    status, body = post_webhook(client, event(), secret=WEBHOOK_SECRET)
+    assert (status, body["data"]["reason"]) == (202, "enqueued")
+    with ha_app.app_context():
+        queue = memory_queue()
+        assert isinstance(queue.redis.connection_pool, SentinelConnectionPool)
+        assert isinstance(context.cache().redis.connection_pool, SentinelConnectionPool)
+        assert isinstance(throttle().limiter.storage, RedisSentinelStorage)
+        throttle().failed("alice", "127.0.0.9")
+        memory_service.create_item(7, Scope.USER, "以后都用中文回答我的问题")
+        memory_service.context_json(7, None)
+        with queue.session_lock(101):
+            locked = _master(redis_sentinel).keys("memory:session-lock:*")
+    master = _master(redis_sentinel)
+    assert master.llen(f"rq:queue:{QUEUE_NAME}") == 1
+    assert master.keys("memory:context:7")
+    assert any(b"login-user" in key for key in master.keys("LIMITS*"))
+    assert locked == [b"memory:session-lock:101"]
+
+
+def test_a_failover_right_after_a_burst_loses_no_accepted_job_and_serves_no_stale_block(
+        ha_app, redis_sentinel):
+    """The burst's writes are committed while the replica keeps up; then the replica stalls
+    (SIGSTOP) and more writes come: each is refused before it commits, since the replica that
+    would replace the master lacks it. Then the master dies (SIGKILL) and the stalled replica
+    is promoted. Every delivery answered 202 still has its job, and every user's block shows the
+    last change committed."""
+    client = ha_app.test_client()
+    users = range(1, 21)
+    items: dict[int, int] = {}
+    committed: dict[int, str] = {}
+    with ha_app.app_context():
+        for user_id in users:
+            capture_on(ha_app, user_id=user_id)
+            items[user_id] = memory_service.create_item(user_id, Scope.USER,
+                                                        f"第 {user_id} 号用户的偏好 v0").id
+            committed[user_id] = f"第 {user_id} 号用户的偏好 v0"
+            memory_service.context_json(user_id, None)  # fills the cache
+        db.session.remove()
+    _wait_replicated(_master(redis_sentinel))
+
+    accepted: list[str] = []
+
+    def burst(version: str, user_ids: range) -> tuple[int, int]:
+        refused = 0
+        for user_id in user_ids:
+            content = f"第 {user_id} 号用户的偏好 {version}"
+            with ha_app.app_context():
+                try:
+                    memory_service.update_item(user_id, items[user_id], content=content)
+                    committed[user_id] = content
+                except ReplicaNotConfirmed:
+                    refused += 1
+                # Read right after the change: the block offered to the cache now is the
+                # one a promoted replica must not hand out if it missed the change.
+                memory_service.context_json(user_id, None)
+                db.session.remove()
+            body = event(userId=user_id, sessionId=1000 + user_id)
+            status, _ = post_webhook(client, body, secret=WEBHOOK_SECRET)
+            assert status in (202, 503), status
+            if status == 202:
+                accepted.append(body["eventId"])
+            else:
+                refused += 1
+        return refused
+
+    assert burst("v1", users) == 0
+    old_master = redis_sentinel.master_port()
+    replica = _replica_port(redis_sentinel)
+    os.kill(_pid(redis_sentinel, replica), signal.SIGSTOP)
+    try:
+        stalled = range(1, 6)
+        refused = burst("v2", stalled)
+        os.kill(_pid(redis_sentinel, old_master), signal.SIGKILL)
+    finally:
+        os.kill(_pid(redis_sentinel, replica), signal.SIGCONT)
+
+    deadline = time.monotonic() + 60
+    while redis_sentinel.master_port() != replica:
+        assert time.monotonic() < deadline, "Sentinel did not promote the replica"
+        time.sleep(0.2)
+    promoted = redis.Redis(host="127.0.0.1", port=replica)
+    while promoted.role()[0] != b"master":
+        assert time.monotonic() < deadline, "the replica was not made master"
+        time.sleep(0.1)
+
+    queued = set(Queue(QUEUE_NAME, connection=promoted).job_ids)
+    lost = [e for e in accepted if _job_id(e) not in queued]
+    assert not lost, f"{len(lost)} of {len(accepted)} accepted deliveries lost their job"
+    with ha_app.app_context():
+        for user_id in users:
+            block = memory_service.context_json(user_id, None)
+            assert committed[user_id] in block, f"user {user_id}: stale block {block}"
+        db.session.remove()
+    # How: each write the stalled replica could not confirm was refused before its commit.
+    assert refused == 2 * len(stalled)
+    redis_sentinel.script("restart-old-master", str(old_master))
+
+
+def _job_id(event_id: str) -> str:
+    return TaskCompleted(event_id, 0, 0, None, None, None, None, "", None, None).job_id
