@@ -306,7 +306,7 @@ def run_model(cases: Sequence[Case], endpoint: Endpoint, *, name: str | None = N
             with app.app_context():
                 db.session.remove()
                 db.engine.dispose()
-            app.extensions["rawdb"].dispose()
+            app.extensions["hot_engines"].dispose()
     return run
 
 

@@ -46,14 +46,14 @@ def test_the_empty_state_names_both_the_project_and_the_search(page: Page, alice
 def test_a_missing_model_key_names_the_variable_to_set(page: Page, app: Flask, live_server: str,
                                                        users: Accounts,
                                                        monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.delenv("BIG_MODEL_KEY", raising=False)
+    monkeypatch.delenv("BIG_MODEL_API_KEY", raising=False)
     users.user("root", admin=True)
     with app.app_context():
-        system.add_model("big", "gpt-4o", api_key_env="BIG_MODEL_KEY", default=True)
+        system.add_model("big", "gpt-4o", api_key_env="BIG_MODEL_API_KEY", default=True)
         db.session.remove()
     hand_session_to(page, app, live_server, "root")
     page.goto("/admin/settings")
-    expect(page.locator(".warning")).to_contain_text("环境变量 BIG_MODEL_KEY")
+    expect(page.locator(".warning")).to_contain_text("环境变量 BIG_MODEL_API_KEY")
 
 
 def test_the_access_log_names_the_memory_and_groups_repeats(page: Page, app: Flask,

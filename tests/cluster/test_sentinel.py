@@ -91,12 +91,12 @@ def test_queue_cache_throttle_and_locks_all_use_the_master_sentinel_names(ha_app
         throttle().failed("alice", "127.0.0.9")
         memory_service.create_item(7, Scope.USER, "以后都用中文回答我的问题")
         memory_service.context_json(7, None)
-        with queue.session_lock(101):
+        with queue.session_lock(101, "sentinel-test-job"):
             locked = _master(redis_sentinel).keys("memory:session-lock:*")
     master = _master(redis_sentinel)
     assert master.llen(f"rq:queue:{QUEUE_NAME}") == 1
     assert master.keys("memory:context:7")
-    assert any(b"login-user" in key for key in master.keys("LIMITS*"))
+    assert any(b"login-account" in key for key in master.keys("LIMITS*"))
     assert locked == [b"memory:session-lock:101"]
 
 

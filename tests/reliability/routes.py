@@ -125,6 +125,7 @@ REQUESTS: dict[Route, Request] = {
     ("/settings/memory/items/<int:item_id>/history", "GET"): Request(
         "/settings/memory/items/{item}/history"),
     ("/settings/memory/preview", "GET"): Request("/settings/memory/preview?projectKey=mao"),
+    ("/settings/memory/usage", "GET"): Request("/settings/memory/usage"),
     ("/settings/memory/access-log", "GET"): Request("/settings/memory/access-log"),
     # Admin pages
     ("/admin/memory", "GET"): Request("/admin/memory?userId={owner}"),

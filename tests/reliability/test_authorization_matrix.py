@@ -97,6 +97,7 @@ MATRIX: dict[Route, dict[str, int]] = {
     ("/settings/memory/projects", "GET"): PAGE,
     ("/settings/memory/items/<int:item_id>/history", "GET"): OWNED_PAGE,
     ("/settings/memory/preview", "GET"): PAGE,
+    ("/settings/memory/usage", "GET"): PAGE,
     ("/settings/memory/access-log", "GET"): PAGE,
     ("/admin/memory", "GET"): AUDIT_PAGE,
     ("/admin/memory/items/<int:item_id>/history", "GET"): AUDIT_PAGE,

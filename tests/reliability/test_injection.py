@@ -42,6 +42,7 @@ PAGE_PARAMETERS: dict[Route, tuple[str, ...]] = {
     ("/settings/memory/projects", "GET"): ("scope",),
     ("/settings/memory/items/<int:item_id>/history", "GET"): (),
     ("/settings/memory/preview", "GET"): ("projectKey",),
+    ("/settings/memory/usage", "GET"): (),
     ("/settings/memory/access-log", "GET"): ("page",),
     ("/admin/memory/items/<int:item_id>/history", "GET"): (),
     ("/settings/memory/items/<int:item_id>", "GET"): ("focus",),

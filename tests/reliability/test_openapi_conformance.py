@@ -151,10 +151,20 @@ def _agreement(case: schemathesis.Case, response: Any) -> list[Any]:
     unknown key's 400 has its own test), and 3003, a model id no model has, is a reference to
     something missing — the 404 of a value, which no document can rule out. A request made
     invalid only in a header or cookie was made valid again by `credentials` (every documented
-    header and cookie is a credential), so it says nothing about rejection."""
+    header and cookie is a credential), so it says nothing about rejection; nor does a query
+    that only adds parameters the operation does not name: the service, as the URL conventions
+    of the web go, ignores query parameters it does not know (a proxy's or a platform's cache
+    buster), and only the ones it names are checked."""
     data = case.meta.phase.data if case.meta is not None else None
     if getattr(data, "parameter_location", None) in (ParameterLocation.HEADER,
                                                       ParameterLocation.COOKIE):
+        return [positive_data_acceptance]
+    mutations = getattr(data, "mutations", ()) or ()
+    if mutations and all(
+            mutation.parameter_location in (ParameterLocation.HEADER, ParameterLocation.COOKIE)
+            or (mutation.parameter_location is ParameterLocation.QUERY
+                and "additionalProperties" in mutation.keywords)
+            for mutation in mutations):
         return [positive_data_acceptance]
     if response.status_code == 400 and response.json().get("code") == 3003:
         return [negative_data_rejection]
