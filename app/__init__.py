@@ -1,4 +1,8 @@
-"""The memory service: a Flask app factory."""
+"""The memory service: a Flask app factory.
+
+Comments across the code cite the design decisions D1–D15 and the contract's sections ("SPEC §5",
+"seed §5.6"); each is explained, what it decides, why and where, in docs/decisions.md.
+"""
 
 from __future__ import annotations
 

@@ -285,6 +285,6 @@ def hot_engines() -> HotEngines:
     return current_app.extensions[EXTENSION]
 
 
-def in_session(*statements: Statement) -> list[list[tuple]]:
+def batch_in_session(*statements: Statement) -> list[list[tuple]]:
     """`batch` in the ORM session's transaction (the unit of work's)."""
     return batch(db.session.connection(), *statements)

@@ -24,15 +24,12 @@ from flask import (
 
 from app import messages
 from app.auth import sessions
+from app.auth.csrf import csrf_refused
 from app.auth.identity import SAFE_METHODS
 from app.auth.models import User
 from app.envelope import ApiError
 from app.errors import DomainError
-
-HX_REQUEST = "HX-Request"
-# The aria-live region of base.html, always in view: where an error goes when the page has no
-# better place for it (a row action, an expired page, a dependency down).
-TOAST_TARGET = "#toast"
+from app.htmx import HX_REQUEST, TOAST_TARGET, error_response, is_htmx  # noqa: F401
 
 
 def blueprint(name: str, import_name: str, url_prefix: str) -> Blueprint:
@@ -44,12 +41,6 @@ def blueprint(name: str, import_name: str, url_prefix: str) -> Blueprint:
     bp.register_error_handler(DomainError, api_error_response)
     bp.register_error_handler(ApiError, api_error_response)
     return bp
-
-
-def is_htmx() -> bool:
-    """An htmx request wants a fragment; a history restore after a cache miss wants the page."""
-    return (request.headers.get(HX_REQUEST) == "true"
-            and request.headers.get("HX-History-Restore-Request") != "true")
 
 
 def page_or_fragment(page: str, fragment: str, **context: Any) -> str:
@@ -120,11 +111,6 @@ def require_login() -> Response | None:
     return None
 
 
-def csrf_refused() -> Response:
-    """A form or htmx request without this session's CSRF token."""
-    return error_response(403, "页面已过期", messages.REASONS[messages.CSRF_INVALID])
-
-
 def as_api_error(exc: ApiError | DomainError) -> ApiError:
     return exc if isinstance(exc, ApiError) else ApiError.from_domain(exc)
 
@@ -132,18 +118,6 @@ def as_api_error(exc: ApiError | DomainError) -> ApiError:
 def describe(exc: ApiError | DomainError) -> str:
     """A refusal as the pages show it: one Chinese sentence that says what to do."""
     return messages.sentence(exc)
-
-
-def error_response(status: int, heading: str, sentence: str) -> Response:
-    """An error the page shows: in the toast for htmx (whatever the request targeted), else as a
-    page with a heading."""
-    if is_htmx():
-        html = render_template("_toast.html", kind="error", text=sentence)
-        response = make_response(html, status)
-        response.headers["HX-Retarget"] = TOAST_TARGET
-        response.headers["HX-Reswap"] = "innerHTML"
-        return response
-    return make_response(render_template("error.html", title=heading, detail=sentence), status)
 
 
 def api_error_response(exc: ApiError | DomainError) -> Response:

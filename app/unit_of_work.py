@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from app.database import Statement, in_session
+from app.database import Statement, batch_in_session
 from app.extensions import db
 from app.memory import context, journal
 from app.memory.events import Event
@@ -53,7 +53,7 @@ class UnitOfWork:
         rows = journal.rows(self.events, deleted) + self.rows
         self.events, self.rows = [], []
         if rows:
-            in_session(*rows)
+            batch_in_session(*rows)
 
     def commit(self) -> None:
         changed_users = {event.user_id for event in self.events}

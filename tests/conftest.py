@@ -28,10 +28,26 @@ from app.db_types import utcnow
 from app.extensions import db
 from tests.redis_server import RedisServer
 
-TEST_DATABASE_URL = os.environ.get(
-    "TEST_DATABASE_URL", "mysql+pymysql://root@127.0.0.1:3306/memory_test?charset=utf8mb4"
-)
-TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+# Under pytest-xdist each worker process (gw0, gw1, …) has a database and a Redis db of its own:
+# `memory_test_gw1`, db 14, … — every test empties them, so workers must never share one.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+
+
+def _for_this_worker(database_url: str, redis_url: str) -> tuple[str, str]:
+    if not XDIST_WORKER:
+        return database_url, redis_url
+    number = int(XDIST_WORKER.removeprefix("gw"))
+    database = sa.make_url(database_url)
+    database = database.set(database=f"{database.database}_{XDIST_WORKER}")
+    base, _, index = redis_url.rpartition("/")
+    return (database.render_as_string(hide_password=False),
+            f"{base}/{int(index or 15) - number}")
+
+
+TEST_DATABASE_URL, TEST_REDIS_URL = _for_this_worker(
+    os.environ.get("TEST_DATABASE_URL",
+                   "mysql+pymysql://root@127.0.0.1:3306/memory_test?charset=utf8mb4"),
+    os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15"))
 SERVICE_TOKEN = "test-service-token"
 WEBHOOK_SECRET = "test-webhook-secret"
 PASSWORD = "correct horse battery"

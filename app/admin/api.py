@@ -14,7 +14,7 @@ from app.envelope import ok
 from app.extraction.models import JobOutcome as OutcomeRow
 from app.memory import access_log as access
 from app.memory import audit
-from app.memory.models import MemoryItem as MemoryRow
+from app.memory.models import MemoryItem
 from app.memory.repository import Filters
 from app.paging import PageRequest
 from app.schemas import PageQuery
@@ -40,7 +40,7 @@ def audit_memory(query: AuditQuery):
     filters = Filters(scope=query.scope, status=query.status, q=query.q)
     page = audit.memories(current_user_id(), query.userId, filters,
                           PageRequest(query.page, query.pageSize))
-    return ok(page.to_dict(MemoryRow.to_dict))
+    return ok(page.to_dict(MemoryItem.to_dict))
 
 
 @bp.get("/memory/<int:item_id>/history")

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Mapped, aliased, mapped_column
 
 from app.db_types import BigId, Timestamp, utcnow
 from app.extensions import db
-from app.memory.rules import ID_MAX
+from app.keys import ID_MAX
 
 user_permission = sa.Table(
     "user_permission",

@@ -9,9 +9,9 @@ from urllib.parse import urlsplit
 from flask import Blueprint, Response, redirect, render_template, request, url_for
 
 from app.auth import sessions
+from app.auth.csrf import csrf_refused
 from app.auth.service import authenticate_password, login_account
 from app.auth.throttle import account_key, throttle
-from app.pages import csrf_refused
 
 bp = Blueprint("auth", __name__)
 log = logging.getLogger(__name__)

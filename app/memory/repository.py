@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from app.auth.models import User
-from app.database import Statement, batch, hot_engines, in_session
+from app.database import Statement, batch, batch_in_session, hot_engines
 from app.db_types import upsert
 from app.extensions import db
 from app.memory.models import MemoryItem, UserMemoryPreference
@@ -148,7 +148,7 @@ def lock_and_count(user_id: int, room_for: tuple[Group, str] | None = None
     steps = [(LOCK_USER, {"user_id": user_id}), (COUNT_ACTIVE, {"user_id": user_id})]
     if room_for is not None:
         steps += _room_steps(user_id, *room_for, excluding=0)
-    _, count, *room = in_session(*steps)
+    _, count, *room = batch_in_session(*steps)
     return (count[0][0] if count else 0), (_room(room, ()) if room else None)
 
 
@@ -379,7 +379,7 @@ def wording_and_stalest(user_id: int, group: Group, digest: str,
     """Before an insert into a full pool (D14), in one round trip: the row that already says
     `digest`, if any, and the id of the group's oldest-updated machine-made ACTIVE row not in
     `exclude_ids` (rows the run has just written or confirmed), locked until the commit."""
-    return _room(in_session(*_room_steps(user_id, group, digest, excluding=len(exclude_ids))),
+    return _room(batch_in_session(*_room_steps(user_id, group, digest, excluding=len(exclude_ids))),
                  exclude_ids)
 
 
@@ -408,7 +408,7 @@ def _new_row(user_id: int, group: Group, content: str, digest: str, source: Sour
 def insert(user_id: int, group: Group, content: str, digest: str, *, source: Source,
            session_id: int | None, created_at: datetime, updated_at: datetime) -> int:
     """A new ACTIVE row; its id. IntegrityError when the user has these words already."""
-    (inserted,) = in_session(_new_row(user_id, group, content, digest, source, session_id,
+    (inserted,) = batch_in_session(_new_row(user_id, group, content, digest, source, session_id,
                                       created_at, updated_at))
     return inserted[0][1]
 
@@ -418,7 +418,7 @@ def insert_and_demote(user_id: int, group: Group, content: str, digest: str, *,
     """A new AUTO row and, only if it went in, the D14 demotion of `stale_id` (an ACTIVE row
     becomes DISMISSED), in one round trip: the new row's id, and whether the other was still
     ACTIVE. IntegrityError (nothing demoted) when the user has these words already."""
-    inserted, demoted = in_session(
+    inserted, demoted = batch_in_session(
         _new_row(user_id, group, content, digest, Source.AUTO, session_id, now, now),
         (DEMOTE, {"item_id": stale_id, "user_id": user_id, "now": now}))
     return inserted[0][1], demoted[0][0] == 1

@@ -15,6 +15,16 @@ from typing import Any
 
 from app.errors import InvalidContent, InvalidInput
 
+# Shared with accounts and platform sessions, which sit below the domain (`app.keys`); part of the
+# domain's rules all the same.
+from app.keys import (  # noqa: F401
+    DEFAULT_BOT_PROJECT_KEYS,
+    ID_MAX,
+    PROJECT_KEY_MAX,
+    is_bot_project_key,
+    valid_project_key,
+)
+
 
 class Scope(StrEnum):
     USER = "USER"
@@ -35,13 +45,9 @@ class Source(StrEnum):
 # Rows a model produced; the only rows extraction may touch/update and consolidation may merge.
 MACHINE_SOURCES: tuple[Source, ...] = (Source.AUTO, Source.CONSOLIDATED)
 
-# Every id (user, memory, session) is a BIGINT: anything above cannot name a row.
-ID_MAX = 2**63 - 1
-
 # D7 limits, counted in Unicode code points.
 MANUAL_CONTENT_MAX = 500
 EXTRACTED_CONTENT_MAX = 120
-PROJECT_KEY_MAX = 128
 ACTIVE_PER_USER_MAX = 200
 INJECT_USER_MAX = 8
 INJECT_PROJECT_MAX = 12
@@ -63,8 +69,6 @@ CONSOLIDATE_COOLDOWN_HOURS = 24
 # A merge joins at least this many rows; a group with fewer machine rows has nothing to merge.
 MERGE_MIN_SOURCES = 2
 
-DEFAULT_BOT_PROJECT_KEYS: tuple[str, ...] = ("weixin-bot",)
-_FEISHU_CHAT_KEY = re.compile(r"^feishu-chat-\d+-")
 _WHITESPACE_RUN = re.compile(r"\s+")
 # What a prompt line must never carry (SPEC §8 Input): C0 and C1 controls, the Unicode line and
 # paragraph separators, and surrogates (in a str every one is lone: a valid pair decodes to one
@@ -123,23 +127,6 @@ def dedup_hash(scope: Scope | str, project_key: str | None, content: str) -> str
     """SHA-1 hex of "{scope}|{projectKey or ''}|{normalized content}"."""
     raw = f"{Scope(scope).value}|{project_key or ''}|{normalize(content)}"
     return hashlib.sha1(raw.encode("utf-8")).hexdigest()
-
-
-def is_bot_project_key(key: str, bot_keys: Iterable[str] = DEFAULT_BOT_PROJECT_KEYS) -> bool:
-    """Bot channels (WeChat, Feishu chats) report a project key that is not a project."""
-    return key in tuple(bot_keys) or bool(_FEISHU_CHAT_KEY.match(key))
-
-
-def valid_project_key(
-    key: str | None, bot_keys: Iterable[str] = DEFAULT_BOT_PROJECT_KEYS
-) -> str | None:
-    """The key itself when it names a real project, else None (empty, bot key, too long)."""
-    if not isinstance(key, str):
-        return None
-    key = key.strip()
-    if not key or length(key) > PROJECT_KEY_MAX or is_bot_project_key(key, bot_keys):
-        return None
-    return key
 
 
 def manual_content(value: Any) -> str:

@@ -101,7 +101,7 @@ def _standard(secret: str, headers: Mapping[str, str], raw_body: bytes) -> str |
     return None
 
 
-def not_authentic(secret: str, headers: Mapping[str, str], raw_body: bytes) -> str | None:
+def why_not_authentic(secret: str, headers: Mapping[str, str], raw_body: bytes) -> str | None:
     """Why a delivery is not authentic, or None. `headers` looks names up case-insensitively
     (werkzeug's `Headers` / `EnvironHeaders`). A delivery carrying any Standard Webhooks header
     is checked as one; any other by SPEC §5's headers."""

@@ -44,7 +44,7 @@ ACKNOWLEDGEMENTS = {reason: json.dumps({"accepted": True, "enqueued": reason == 
 
 def verify_signature(secret: str, environ: WSGIEnvironment, raw_body: bytes) -> bytes:
     """`raw_body`, when the delivery is authentic; else refused (401)."""
-    why = signatures.not_authentic(secret, EnvironHeaders(environ), raw_body)
+    why = signatures.why_not_authentic(secret, EnvironHeaders(environ), raw_body)
     if why is not None:
         raise ApiError(ErrorCode.UNAUTHORIZED, why)
     return raw_body

@@ -82,7 +82,9 @@ class PreviewQuery(Query):
     projectKey: ProjectKey | SkipJsonSchema[None] = None
 
 
-class MemoryItem(BaseModel):
+class MemoryItemOut(BaseModel):
+    """A memory as the JSON API answers it (the row is `app.memory.models.MemoryItem`)."""
+
     id: int
     userId: int
     scope: Scope
@@ -136,5 +138,5 @@ class MemoryContext(BaseModel):
     prompt: str
 
 
-MemoryPage = Paged[MemoryItem]
+MemoryPage = Paged[MemoryItemOut]
 AccessPage = Paged[AccessRecord]

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db_types import Timestamp, prebuilt_upserts, project_key_type, utcnow
 from app.extensions import db
-from app.memory.rules import valid_project_key
+from app.keys import valid_project_key
 
 
 class PlatformSession(db.Model):

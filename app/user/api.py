@@ -10,7 +10,7 @@ from app.envelope import ok, ok_encoded
 from app.memory import access_log as access
 from app.memory import service
 from app.memory.access_log import Access
-from app.memory.models import MemoryItem as MemoryRow
+from app.memory.models import MemoryItem
 from app.memory.repository import Filters
 from app.paging import PageRequest
 from app.schemas import PageQuery
@@ -20,7 +20,7 @@ from app.schemas.memory import (
     MemoryChange,
     MemoryContext,
     MemoryEvent,
-    MemoryItem,
+    MemoryItemOut,
     MemoryListQuery,
     MemoryPage,
     NewMemory,
@@ -45,12 +45,12 @@ def list_memories(query: MemoryListQuery):
                       if query.projectKey else None, status=query.status, q=query.q)
     page = service.list_items(current_user_id(), filters,
                               PageRequest(query.page, query.pageSize))
-    return ok(page.to_dict(MemoryRow.to_dict))
+    return ok(page.to_dict(MemoryItem.to_dict))
 
 
 @bp.post("")
 @user_api
-@_documented(201, MemoryItem, (400, 401, 403, 409, 413, 503))
+@_documented(201, MemoryItemOut, (400, 401, 403, 409, 413, 503))
 def create_memory(json: NewMemory):
     """Create a MANUAL memory (HTTP 201)."""
     item = service.create_item(current_user_id(), json.scope, json.content, json.projectKey)
@@ -59,7 +59,7 @@ def create_memory(json: NewMemory):
 
 @bp.patch("/<int:item_id>")
 @user_api
-@_documented(200, MemoryItem, (400, 401, 403, 404, 409, 413, 503))
+@_documented(200, MemoryItemOut, (400, 401, 403, 404, 409, 413, 503))
 def update_memory(item_id: int, json: MemoryChange):
     """Edit content (status kept, D12) and/or switch status ACTIVE ↔ DISMISSED."""
     item = service.update_item(current_user_id(), item_id, content=json.content,

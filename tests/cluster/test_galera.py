@@ -49,6 +49,9 @@ from tests.llm_server import _Handler, _Script, _Server
 from tests.serving import gunicorn
 from tests.workers import registered_workers, wait_until, worker_env, worker_processes
 
+# One xdist worker runs every cluster test: the clusters have fixed ports and start once.
+pytestmark = pytest.mark.xdist_group("cluster")
+
 DEADLOCK = 1213
 
 

@@ -22,7 +22,7 @@ from app import redis_connection
 from app.auth.throttle import throttle
 from app.config import from_environment
 from app.extensions import db
-from app.extraction.intake import TaskCompleted
+from app.extraction.intake import Completion
 from app.extraction.queue import QUEUE_NAME, memory_queue
 from app.memory import context
 from app.memory import service as memory_service
@@ -31,6 +31,9 @@ from app.redis_connection import ReplicaNotConfirmed
 from tests.cluster.conftest import RedisSentinel
 from tests.completions import capture_on, event, post_webhook
 from tests.conftest import WEBHOOK_SECRET, _empty_tables
+
+# One xdist worker runs every cluster test: the clusters have fixed ports and start once.
+pytestmark = pytest.mark.xdist_group("cluster")
 
 
 @pytest.fixture
@@ -180,4 +183,4 @@ def test_a_failover_right_after_a_burst_loses_no_accepted_job_and_serves_no_stal
 
 
 def _job_id(event_id: str) -> str:
-    return TaskCompleted(event_id, 0, 0, None, None, None, None, "", None, None).job_id
+    return Completion(event_id, 0, 0, None, None, None, None, "", None, None).job_id
