@@ -7,8 +7,9 @@ new connection, and a connection to a master that was demoted fails (Sentinel ki
 clients; a write gets READONLY), so the next one goes to the promoted replica.
 
 Replication is asynchronous: a write the master acknowledged may be missing on the replica that
-replaces it. Two writes must not be lost that way, and a client made with `confirm_writes=True`
-waits (`WAIT 1`) until a replica holds each of them before the caller goes on to commit:
+replaces it. Two writes must not be lost that way, and with Sentinel they are sent through
+`confirmed`, which waits (`WAIT 1`, on redis-py's public pipeline API) until a replica holds
+them before the caller goes on to commit:
 
 - an enqueued job (the webhook answers 202 only after it), so a failover never loses the job of
   an accepted delivery;
@@ -26,6 +27,7 @@ stands; a replica that reconnects copies the master first.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -33,7 +35,6 @@ from urllib.parse import unquote, urlsplit
 import redis
 from limits.storage import RedisSentinelStorage, Storage, storage_from_string
 from redis.client import Pipeline
-from redis.connection import AbstractConnection
 from redis.exceptions import RedisError
 from redis.sentinel import Sentinel
 
@@ -42,9 +43,6 @@ DEFAULT_MASTER = "mymaster"
 # How long a confirmed write waits for a replica. A replica on the same network acknowledges
 # within a millisecond or two; this bounds what a lagging one costs each write.
 CONFIRM_TIMEOUT_MS = 500
-# The commands the queue and the cache send outside a transaction whose loss matters: the
-# cache's bump script, and a session lock's SET NX.
-_CONFIRMED_COMMANDS = frozenset({"EVAL", "EVALSHA", "SET"})
 
 
 class ReplicaNotConfirmed(RedisError):
@@ -100,55 +98,30 @@ def is_sentinel(url: str) -> bool:
     return url.startswith(SENTINEL_SCHEME + "://")
 
 
-def _confirm(connection: AbstractConnection) -> None:
-    """Wait until a replica holds every write made so far on `connection`."""
-    connection.send_command("WAIT", 1, CONFIRM_TIMEOUT_MS)
-    if int(connection.read_response()) >= 1:
-        return
-    connection.send_command("ROLE")
-    role = connection.read_response()
-    if role[2]:
+def confirmed(client: redis.Redis, write: Callable[[Pipeline], Any]) -> list[Any]:
+    """`write` (commands put on a pipeline) sent, then `WAIT 1` on the same connection — one
+    pipeline is one connection — so it returns only once a replica holds them (module
+    docstring); the pipeline's results, the WAIT's last. Not a MULTI/EXEC: inside one, WAIT
+    would not wait."""
+    with client.pipeline(transaction=False) as pipe:
+        write(pipe)
+        pipe.wait(1, CONFIRM_TIMEOUT_MS)
+        results = pipe.execute()
+    if int(results[-1]) < 1 and client.role()[2]:
         raise ReplicaNotConfirmed(f"no replica confirmed a write within {CONFIRM_TIMEOUT_MS} ms")
+    return results
 
 
-class _ConfirmedPipeline(Pipeline):
-    def _execute_transaction(self, connection: AbstractConnection, commands: Any,
-                             raise_on_error: bool) -> list:
-        # The same connection: WAIT counts only the writes of the connection it is sent on.
-        result = super()._execute_transaction(connection, commands, raise_on_error)
-        _confirm(connection)
-        return result
-
-
-class _ConfirmedRedis(redis.Redis):
-    """A Redis client whose transactions and `_CONFIRMED_COMMANDS` return only once a replica
-    holds them (module docstring)."""
-
-    def _send_command_parse_response(self, conn: AbstractConnection, command_name: str,
-                                     *args: Any, **options: Any) -> Any:
-        result = super()._send_command_parse_response(conn, command_name, *args, **options)
-        if str(command_name).upper() in _CONFIRMED_COMMANDS:
-            _confirm(conn)
-        return result
-
-    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Pipeline:
-        return _ConfirmedPipeline(self.connection_pool, self.response_callbacks, transaction,
-                                  shard_hint)
-
-
-def client(url: str, *, confirm_writes: bool = False, **socket_options: Any) -> redis.Redis:
-    """A client of the Redis `url` names (the master, for a Sentinel URL). `confirm_writes`:
-    with Sentinel, writes that must survive a failover wait for a replica (module docstring);
-    a single Redis has no replica to wait for, and its loss loses everything anyway."""
+def client(url: str, **socket_options: Any) -> redis.Redis:
+    """A client of the Redis `url` names (the master, for a Sentinel URL)."""
     if not is_sentinel(url):
         return redis.Redis.from_url(url, **socket_options)
     address = SentinelAddress.parse(url)
     sentinel = Sentinel(list(address.sentinels),
                         socket_timeout=socket_options.get("socket_timeout", 2),
                         socket_connect_timeout=socket_options.get("socket_connect_timeout", 2))
-    return sentinel.master_for(address.master,
-                               redis_class=_ConfirmedRedis if confirm_writes else redis.Redis,
-                               db=address.db, password=address.password, **socket_options)
+    return sentinel.master_for(address.master, db=address.db, password=address.password,
+                               **socket_options)
 
 
 def rate_limit_storage(url: str | None) -> Storage:

@@ -119,8 +119,10 @@ class RedisJobQueue:
         self.url = app.config["REDIS_URL"]
         self.timing = Timing.for_app(app)
         # Short timeouts: a webhook must answer 503 quickly when Redis is down.
-        self.redis = redis_connection.client(self.url, confirm_writes=True,
-                                             socket_connect_timeout=2, socket_timeout=5)
+        self.redis = redis_connection.client(self.url, socket_connect_timeout=2,
+                                             socket_timeout=5)
+        # With Sentinel an enqueued job must reach a replica before the delivery commits.
+        self._confirm = redis_connection.is_sentinel(self.url)
         # Kept: a Queue asks the server its version once, and every webhook enqueues.
         self._queue = rq.Queue(QUEUE_NAME, connection=self.redis)
         self._release_held_by = self.redis.register_script(_RELEASE_HELD_BY)
@@ -129,7 +131,9 @@ class RedisJobQueue:
         return self._queue
 
     def enqueue(self, kind: JobKind, payload: Payload, job_id: str) -> None:
-        """One round trip (MULTI/EXEC): the job and its place in the queue, or neither.
+        """One round trip (MULTI/EXEC): the job and its place in the queue, or neither. With
+        Sentinel, one round trip too, which returns once a replica holds both
+        (`redis_connection.confirmed`).
 
         Exactly-once is not asked of Redis: the webhook's event row (unique per eventId, in the
         transaction that commits only after this) lets one delivery of an event through, and a
@@ -144,6 +148,10 @@ class RedisJobQueue:
             # What RQ logs for the job: ids only, never the conversation in the payload.
             description=" ".join([kind.name, *(f"{name}={payload[key]}" for name, key in
                                                _DESCRIBED if key in payload)]))
+        if self._confirm:
+            redis_connection.confirmed(
+                self.redis, lambda pipe: self._queue.enqueue_job(job, pipeline=pipe))
+            return
         pipe = self.redis.pipeline()
         self._queue.enqueue_job(job, pipeline=pipe)
         pipe.execute()

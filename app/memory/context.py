@@ -27,15 +27,16 @@ def cache_client(url: str, **options: Any) -> redis.Redis:
     """The cache's Redis client. Short timeouts and one immediate retry (a connection Redis
     dropped on a restart): a reader that cannot reach Redis goes to the database instead of
     waiting."""
-    return redis_connection.client(url, confirm_writes=True, **{
+    return redis_connection.client(url, **{
         "socket_connect_timeout": 1, "socket_timeout": 2, "retry": Retry(NoBackoff(), 1),
         **options})
 
 
 def init_app(app: Flask) -> None:
     url = app.config.get("REDIS_URL")
-    app.extensions[EXTENSION] = (RedisContextCache(cache_client(url)) if url
-                                 else LocalContextCache())
+    app.extensions[EXTENSION] = (
+        RedisContextCache(cache_client(url), confirm=redis_connection.is_sentinel(url)) if url
+        else LocalContextCache())
 
 
 def cache() -> ContextCache:

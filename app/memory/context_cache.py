@@ -35,6 +35,8 @@ from dataclasses import dataclass
 import redis
 from redis.exceptions import RedisError
 
+from app.redis_connection import confirmed
+
 TTL_S = 600
 WRITER_DEADLINE_MS = 60_000
 # After a failed Redis read, this process reads the database without trying Redis for a while.
@@ -90,8 +92,11 @@ return writers
 
 
 class RedisContextCache:
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, *, confirm: bool = False) -> None:
         self.redis = client
+        # With Sentinel the mark before a commit must reach a replica first: a promoted replica
+        # without it could hand out a block from before the commit (`redis_connection`).
+        self._confirm = confirm
         self._bump = client.register_script(_BUMP)
         self._store = client.register_script(_STORE)
         self._skip_until = 0.0
@@ -141,8 +146,7 @@ class RedisContextCache:
         marked: list[int] = []
         try:
             for user_id in user_ids:
-                self._bump(keys=[self._key(user_id)],
-                           args=[1, _now_ms() + WRITER_DEADLINE_MS, TTL_S])
+                self._mark(user_id)
                 marked.append(user_id)
             yield
         finally:
@@ -155,6 +159,14 @@ class RedisContextCache:
                         pipe.execute()
                 except RedisError:
                     self._unreachable()
+
+    def _mark(self, user_id: int) -> None:
+        """The version moved on and a writer marked in flight, before a commit."""
+        keys, args = [self._key(user_id)], [1, _now_ms() + WRITER_DEADLINE_MS, TTL_S]
+        if self._confirm:
+            confirmed(self.redis, lambda pipe: self._bump(keys=keys, args=args, client=pipe))
+        else:
+            self._bump(keys=keys, args=args)
 
     def invalidate(self, user_id: int) -> None:
         """For a change made outside the unit of work (a fixture, an operator's SQL)."""
