@@ -7,9 +7,9 @@ new connection, and a connection to a master that was demoted fails (Sentinel ki
 clients; a write gets READONLY), so the next one goes to the promoted replica.
 
 Replication is asynchronous: a write the master acknowledged may be missing on the replica that
-replaces it. Two writes must not be lost that way, and with Sentinel they are sent through
-`confirmed`, which waits (`WAIT 1`, on redis-py's public pipeline API) until a replica holds
-them before the caller goes on to commit:
+replaces it. Two writes must not be lost that way, and with Sentinel they are made through
+`Confirming`, which waits (`WAIT 1`) until a replica holds them before the caller goes on to
+commit:
 
 - an enqueued job (the webhook answers 202 only after it), so a failover never loses the job of
   an accepted delivery;
@@ -27,14 +27,13 @@ stands; a replica that reconnects copies the master first.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import redis
 from limits.storage import RedisSentinelStorage, Storage, storage_from_string
-from redis.client import Pipeline
 from redis.exceptions import RedisError
 from redis.sentinel import Sentinel
 
@@ -98,18 +97,33 @@ def is_sentinel(url: str) -> bool:
     return url.startswith(SENTINEL_SCHEME + "://")
 
 
-def confirmed(client: redis.Redis, write: Callable[[Pipeline], Any]) -> list[Any]:
-    """`write` (commands put on a pipeline) sent, then `WAIT 1` on the same connection — one
-    pipeline is one connection — so it returns only once a replica holds them (module
-    docstring); the pipeline's results, the WAIT's last. Not a MULTI/EXEC: inside one, WAIT
-    would not wait."""
-    with client.pipeline(transaction=False) as pipe:
-        write(pipe)
-        pipe.wait(1, CONFIRM_TIMEOUT_MS)
-        results = pipe.execute()
-    if int(results[-1]) < 1 and client.role()[2]:
-        raise ReplicaNotConfirmed(f"no replica confirmed a write within {CONFIRM_TIMEOUT_MS} ms")
-    return results
+class Confirming:
+    """Writes that must reach a replica before the caller commits (module docstring), made on
+    redis-py's public API: each thread has a client of its own whose pool holds one connection,
+    so a write — a pipeline RQ turns into MULTI/EXEC included — and the `WAIT 1` after it go
+    over the same connection, which is what WAIT counts."""
+
+    def __init__(self, url: str, **socket_options: Any) -> None:
+        self.url = url
+        self.socket_options = socket_options
+        self._local = threading.local()
+
+    def client(self) -> redis.Redis:
+        """This thread's one-connection client."""
+        found = getattr(self._local, "client", None)
+        if found is None:
+            found = client(self.url, max_connections=1, **self.socket_options)
+            self._local.client = found
+        return found
+
+    def wait_for_replica(self, written_by: redis.Redis) -> None:
+        """Return once a replica holds what `written_by` wrote; raise ReplicaNotConfirmed when
+        none did in time while one is connected (it could be promoted without the writes)."""
+        if int(written_by.wait(1, CONFIRM_TIMEOUT_MS)) >= 1:
+            return
+        if written_by.role()[2]:
+            raise ReplicaNotConfirmed(
+                f"no replica confirmed a write within {CONFIRM_TIMEOUT_MS} ms")
 
 
 def client(url: str, **socket_options: Any) -> redis.Redis:

@@ -122,7 +122,10 @@ class RedisJobQueue:
         self.redis = redis_connection.client(self.url, socket_connect_timeout=2,
                                              socket_timeout=5)
         # With Sentinel an enqueued job must reach a replica before the delivery commits.
-        self._confirm = redis_connection.is_sentinel(self.url)
+        self._confirming = (redis_connection.Confirming(self.url, socket_connect_timeout=2,
+                                                        socket_timeout=5)
+                            if redis_connection.is_sentinel(self.url) else None)
+        self._confirming_queues = threading.local()
         # Kept: a Queue asks the server its version once, and every webhook enqueues.
         self._queue = rq.Queue(QUEUE_NAME, connection=self.redis)
         self._release_held_by = self.redis.register_script(_RELEASE_HELD_BY)
@@ -132,8 +135,8 @@ class RedisJobQueue:
 
     def enqueue(self, kind: JobKind, payload: Payload, job_id: str) -> None:
         """One round trip (MULTI/EXEC): the job and its place in the queue, or neither. With
-        Sentinel, one round trip too, which returns once a replica holds both
-        (`redis_connection.confirmed`).
+        Sentinel, then a WAIT on the same connection, which returns once a replica holds both
+        (`redis_connection.Confirming`).
 
         Exactly-once is not asked of Redis: the webhook's event row (unique per eventId, in the
         transaction that commits only after this) lets one delivery of an event through, and a
@@ -148,13 +151,21 @@ class RedisJobQueue:
             # What RQ logs for the job: ids only, never the conversation in the payload.
             description=" ".join([kind.name, *(f"{name}={payload[key]}" for name, key in
                                                _DESCRIBED if key in payload)]))
-        if self._confirm:
-            redis_connection.confirmed(
-                self.redis, lambda pipe: self._queue.enqueue_job(job, pipeline=pipe))
-            return
-        pipe = self.redis.pipeline()
-        self._queue.enqueue_job(job, pipeline=pipe)
+        queue = self._queue if self._confirming is None else self._confirming_queue()
+        pipe = queue.connection.pipeline()
+        queue.enqueue_job(job, pipeline=pipe)
         pipe.execute()
+        if self._confirming is not None:
+            self._confirming.wait_for_replica(queue.connection)
+
+    def _confirming_queue(self) -> rq.Queue:
+        """This thread's queue on its one-connection client (`Confirming`)."""
+        found = getattr(self._confirming_queues, "queue", None)
+        if found is None:
+            assert self._confirming is not None
+            found = rq.Queue(QUEUE_NAME, connection=self._confirming.client())
+            self._confirming_queues.queue = found
+        return found
 
     @contextmanager
     def session_lock(self, session_id: int, holder: str) -> Iterator[None]:

@@ -35,8 +35,10 @@ def cache_client(url: str, **options: Any) -> redis.Redis:
 def init_app(app: Flask) -> None:
     url = app.config.get("REDIS_URL")
     app.extensions[EXTENSION] = (
-        RedisContextCache(cache_client(url), confirm=redis_connection.is_sentinel(url)) if url
-        else LocalContextCache())
+        RedisContextCache(cache_client(url), confirming=redis_connection.Confirming(
+            url, socket_connect_timeout=1, socket_timeout=2)
+            if redis_connection.is_sentinel(url) else None)
+        if url else LocalContextCache())
 
 
 def cache() -> ContextCache:

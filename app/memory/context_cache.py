@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import redis
 from redis.exceptions import RedisError
 
-from app.redis_connection import confirmed
+from app.redis_connection import Confirming
 
 TTL_S = 600
 WRITER_DEADLINE_MS = 60_000
@@ -92,11 +92,11 @@ return writers
 
 
 class RedisContextCache:
-    def __init__(self, client: redis.Redis, *, confirm: bool = False) -> None:
+    def __init__(self, client: redis.Redis, *, confirming: Confirming | None = None) -> None:
         self.redis = client
         # With Sentinel the mark before a commit must reach a replica first: a promoted replica
         # without it could hand out a block from before the commit (`redis_connection`).
-        self._confirm = confirm
+        self._confirming = confirming
         self._bump = client.register_script(_BUMP)
         self._store = client.register_script(_STORE)
         self._skip_until = 0.0
@@ -163,10 +163,12 @@ class RedisContextCache:
     def _mark(self, user_id: int) -> None:
         """The version moved on and a writer marked in flight, before a commit."""
         keys, args = [self._key(user_id)], [1, _now_ms() + WRITER_DEADLINE_MS, TTL_S]
-        if self._confirm:
-            confirmed(self.redis, lambda pipe: self._bump(keys=keys, args=args, client=pipe))
-        else:
+        if self._confirming is None:
             self._bump(keys=keys, args=args)
+            return
+        writer = self._confirming.client()
+        self._bump(keys=keys, args=args, client=writer)
+        self._confirming.wait_for_replica(writer)
 
     def invalidate(self, user_id: int) -> None:
         """For a change made outside the unit of work (a fixture, an operator's SQL)."""
