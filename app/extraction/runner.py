@@ -8,10 +8,11 @@ decided or nothing. Once that committed something new, it may start a D15 consol
 (`trigger`), which works on one group and commits its changes with its outcome the same way. Any
 failure rolls the changes back and records a failed outcome on its own. Transient trouble (LLM
 connection, 429, 5xx; the session lock held too long; a conflict with another transaction that
-outlived its retries) asks the queue for another attempt after a backoff delay, without an
-outcome until the last attempt. Redis blinking under a job (the session lock, the context cache's
-mark) is waited out within the attempt, for up to REDIS_PATIENCE_S — the queue itself needs
-Redis to carry a retry — and is then a transient failure like the others.
+outlived its retries; a database connection lost under the job) asks the queue for another
+attempt after a backoff delay, without an outcome until the last attempt. Redis blinking under
+a job (the session lock, the context cache's mark) is waited out within the attempt, for up to
+REDIS_PATIENCE_S — the queue itself needs Redis to carry a retry — and is then a transient
+failure like the others.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 from flask import current_app
 from redis.exceptions import RedisError
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
 from app.database import is_conflict
 from app.extraction import consolidation, llm, parser, pipeline, trigger
@@ -71,6 +72,10 @@ def _transient_reason(exc: BaseException) -> str | None:
         return "redis_unavailable"
     if is_conflict(exc):
         return "database_conflict"
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        # The database went away under the job (a restart, a cluster node lost): nothing of
+        # this attempt committed, and the next one reconnects.
+        return "database_unavailable"
     return None
 
 
