@@ -138,3 +138,15 @@ def test_a_session_held_too_long_is_retried_later(app, job, llm):
     holder.join()
     assert (outcome["status"], outcome["attempts"]) == ("succeeded", 2)
     assert len(llm.requests) == 1
+
+
+def test_a_database_connection_lost_under_a_job_is_a_transient_failure():
+    """A node lost or a restart: nothing of the attempt committed, the next one reconnects."""
+    import sqlalchemy as sa
+
+    from app.extraction.runner import _transient_reason
+
+    lost = sa.exc.OperationalError("SELECT 1", None, Exception(2013, "Lost connection"),
+                                   connection_invalidated=True)
+    assert _transient_reason(lost) == "database_unavailable"
+    assert _transient_reason(sa.exc.OperationalError("SELECT 1", None, Exception(1146))) is None
