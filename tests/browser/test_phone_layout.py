@@ -42,6 +42,9 @@ def test_a_long_project_key_wraps_and_the_page_fits_the_screen(page: Page, alice
     page.goto("/settings/memory?scope=PROJECT")
     assert page.evaluate(PAGE_WIDTH) <= _screen(page)
     page.get_by_text("新会话中 Agent 会看到").click()
+    # The panel's first answer (no project yet) lands before the choice, not after it.
+    expect(page.locator("#preview-body")).to_contain_text("Agent")
+    expect(page.locator("#preview-body")).not_to_have_attribute("aria-busy", "true")
     page.locator("#preview-project").select_option(LONG_KEY)
     expect(page.locator("#preview-body")).to_contain_text("部署前先跑 lint")
     assert page.evaluate(PAGE_WIDTH) <= _screen(page)
