@@ -175,3 +175,21 @@ def wait_for_blocked(engine: sa.Engine, *statements: str, timeout_s: float = 15)
             probe.rollback()
             time.sleep(0.05)
     return False
+
+
+def queued(app: Flask) -> list:
+    """The jobs waiting in the app's RQ queue `memory`."""
+    connection = redis.Redis.from_url(app.config["REDIS_URL"])
+    try:
+        return Queue(QUEUE_NAME, connection=connection).get_jobs()
+    finally:
+        connection.close()
+
+
+def rows(app: Flask, model: Any) -> list:
+    """Every row of `model`'s table, detached."""
+    with app.app_context():
+        found = db.session.scalars(sa.select(model)).all()
+        db.session.expunge_all()
+        db.session.remove()
+        return found

@@ -162,3 +162,11 @@ def speed_up(app: Flask, monkeypatch: pytest.MonkeyPatch) -> None:
     """
     monkeypatch.setattr(shared_conftest, "_password_hash", _cheap_password_hash)
     app.jinja_env.bytecode_cache = TEMPLATE_CACHE
+
+
+def login(client: Any, username: str = "alice", password: str = PASSWORD) -> tuple[Any, str]:
+    """Log in through the login form with a test client; its answer and the form's token."""
+    token = csrf_from(client.get("/login").get_data(as_text=True))
+    response = client.post("/login", data={"username": username, "password": password,
+                                            "csrf_token": token})
+    return response, token

@@ -1,25 +1,14 @@
 """Who may call what: session + CSRF, personal tokens, the service token (SPEC §4)."""
 
-import re
 
 import pytest
 
 from app.auth.models import User
 from app.extensions import db
 from tests.conftest import PASSWORD, SERVICE_TOKEN, assert_error, assert_ok
+from tests.page_support import csrf_from, login
 
 URL = "/api/v1/memory"
-
-
-def csrf_from(html: str) -> str:
-    return re.search(r'name="csrf-token" content="([^"]+)"', html).group(1)
-
-
-def login(client, username="alice", password=PASSWORD):
-    token = csrf_from(client.get("/login").get_data(as_text=True))
-    response = client.post("/login", data={"username": username, "password": password,
-                                            "csrf_token": token})
-    return response, token
 
 
 @pytest.mark.parametrize(("method", "path"), [

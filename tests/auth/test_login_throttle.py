@@ -10,8 +10,8 @@ import logging
 import pytest
 
 from app.auth import throttle
-from tests.auth.test_authentication import login
 from tests.conftest import PASSWORD
+from tests.page_support import login
 
 URL = "/api/v1/memory"
 

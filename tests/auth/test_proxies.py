@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from app.auth import throttle
-from tests.auth.test_authentication import csrf_from
 from tests.conftest import PASSWORD
+from tests.page_support import csrf_from
 
 
 def _login(client, *, forwarded_for: str, password: str = "wrong", username: str = "alice",

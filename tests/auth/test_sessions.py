@@ -11,8 +11,8 @@ from flask.testing import FlaskClient
 from app.auth import service as accounts
 from app.auth.models import LoginSession
 from app.extensions import db
-from tests.auth.test_authentication import csrf_from, login
 from tests.conftest import Accounts
+from tests.page_support import csrf_from, login
 
 URL = "/api/v1/memory"
 

@@ -16,8 +16,8 @@ from playwright.sync_api import Page, expect
 from app.memory import audit, service
 from app.memory.repository import Filters
 from app.paging import PageRequest
+from tests.browser.checks import check_targets_and_contrast as _check
 from tests.browser.conftest import ON_BOTH_SCREENS, hand_session_to
-from tests.browser.test_site import _check
 from tests.conftest import Accounts
 from tests.page_support import Store
 

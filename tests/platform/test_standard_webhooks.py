@@ -12,7 +12,7 @@ from standardwebhooks.webhooks import Webhook
 
 from app.extraction.models import WebhookEvent
 from app.platform import signatures
-from tests.completions import capture_on, event, post_webhook, signed_headers
+from tests.completions import capture_on, event, post_webhook, queued, rows, signed_headers
 from tests.conftest import (
     TEST_REDIS_URL,
     WEBHOOK_SECRET,
@@ -21,7 +21,6 @@ from tests.conftest import (
     assert_error,
     assert_ok,
 )
-from tests.platform.test_webhook import queued, rows
 
 # What the specification's libraries generate: `whsec_` and the base64 of random key bytes.
 WHSEC_KEY = bytes(range(32))

@@ -7,13 +7,10 @@ import threading
 import time
 
 import pytest
-import redis
 import sqlalchemy as sa
-from rq import Queue
 
 from app.extensions import db
 from app.extraction.models import WebhookEvent
-from app.extraction.queue import QUEUE_NAME
 from app.sessions.models import PlatformSession
 from tests.completions import (
     SESSION_ID,
@@ -22,26 +19,11 @@ from tests.completions import (
     event,
     outcomes,
     post_webhook,
+    queued,
+    rows,
     signed_headers,
 )
 from tests.conftest import WEBHOOK_SECRET, assert_error, assert_ok
-
-
-def queued(app) -> list:
-    connection = redis.Redis.from_url(app.config["REDIS_URL"])
-    try:
-        return Queue(QUEUE_NAME, connection=connection).get_jobs()
-    finally:
-        connection.close()
-
-
-def rows(app, model) -> list:
-    with app.app_context():
-        found = db.session.scalars(sa.select(model)).all()
-        db.session.expunge_all()
-        db.session.remove()
-        return found
-
 
 # ---- authenticity ------------------------------------------------------------------------
 
