@@ -47,15 +47,15 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     galera.init_app(app)
     _import_models()
 
+    from app import memory
     from app.auth import sessions, throttle
     from app.extraction import queue as job_queue
-    from app.memory import context
 
     sessions.init_app(app)
     throttle.init_app(app)
 
     job_queue.init_app(app)
-    context.init_app(app)
+    memory.init_app(app)
 
     from app.envelope import register_error_handlers
 

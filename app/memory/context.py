@@ -8,6 +8,8 @@ from the two injection reads and offered to the cache. What is cached is the JSO
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import redis
@@ -18,6 +20,7 @@ from redis.retry import Retry
 from app import redis_connection
 from app.memory import repository, rules
 from app.memory.context_cache import ContextCache, LocalContextCache, RedisContextCache
+from app.memory.events import Event
 from app.memory.rules import Scope
 
 EXTENSION = "context_cache"
@@ -43,6 +46,12 @@ def init_app(app: Flask) -> None:
 
 def cache() -> ContextCache:
     return current_app.extensions[EXTENSION]
+
+
+def around_commit(events: Sequence[Event]) -> AbstractContextManager[None]:
+    """The unit of work's commit hook: readers of the context blocks of the users these events
+    changed go to the database until the commit is done."""
+    return cache().writing({event.user_id for event in events})
 
 
 def build(user_id: int, project_key: str | None) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The journal: a memory_event row for every change of a memory (SPEC §8 Provenance).
 
-The unit of work asks for the rows of the events the aggregate recorded just before it commits,
+The unit of work asks for the rows of the events the aggregate recorded just before it commits
+(`flush_rows`, the flush hook `app.memory.init_app` registers),
 so they are in the same transaction as the change, whoever made it, and sends them in one round
 trip with the transaction's other rows. A memory deleted for good takes its rows with it
 (deleted means gone).
@@ -31,7 +32,7 @@ def _stored_before(event: Changed) -> str | None:
 
 
 # One change's row; a transaction's rows go in one round trip with the unit of work's other
-# rows (`UnitOfWork.flush`).
+# rows (`UnitOfWork.flush`, through `flush_rows`).
 JOURNAL_ROW = sa.insert(MemoryEvent).values(
     {name: sa.bindparam(name) for name in ("memory_id", "user_id", "type", "actor",
                                            "session_id", "before", "after", "at")})
@@ -47,6 +48,12 @@ def purge(events: Sequence[Event]) -> set[int]:
             (MemoryEvent.user_id == e.user_id) & MemoryEvent.memory_id.in_(e.memory_ids)
             for e in gone))).execution_options(synchronize_session=False))
     return deleted
+
+
+def flush_rows(events: Sequence[Event]) -> list[Statement]:
+    """The unit of work's flush hook: the journal of what deleted memories leave is deleted now,
+    and the rows of the other changes are returned, to go with the transaction's other rows."""
+    return rows(events, purge(events))
 
 
 def rows(events: Sequence[Event], deleted: Collection[int]) -> list[Statement]:

@@ -21,14 +21,16 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
 from app.db_types import utcnow
 from app.errors import DuplicateContent, LimitReached, MemoryNotFound
-from app.memory import repository
+from app.memory import repository as sql_repository
 from app.memory.events import Actor, Changed, Deleted, EventType
 from app.memory.models import MemoryItem
+from app.memory.repository import MachineRow, Room, Wording
 from app.memory.rules import (
     ACTIVE_PER_USER_MAX,
     EXTRACT_MAX_ITEMS,
@@ -40,6 +42,11 @@ from app.memory.rules import (
 from app.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
+
+# What `UserMemories` reads and writes through: the functions of `app.memory.repository` it
+# calls (`lock_user`, `by_hash`, `insert`, …), or an in-memory stand-in with the same functions
+# (tests/unit/fakes.py), which is why this is not spelled as the module's type.
+Repository = Any
 
 
 # ---- what extraction and consolidation hand over ------------------------------------------
@@ -123,11 +130,14 @@ class GroupChanged(Exception):
 
 class UserMemories:
     """The memories of `user_id`, changed on behalf of `actor` (and of `session_id`, the platform
-    session that caused an extraction)."""
+    session that caused an extraction), read and written through `repository` (the SQL one
+    unless a test hands in a fake)."""
 
     def __init__(self, uow: UnitOfWork, user_id: int, actor: Actor,
-                 session_id: int | None = None) -> None:
+                 session_id: int | None = None, *,
+                 repository: Repository = sql_repository) -> None:
         self.uow = uow
+        self.repository = repository
         self.user_id = user_id
         self.actor = actor
         self.session_id = session_id
@@ -137,10 +147,10 @@ class UserMemories:
     def _lock(self) -> None:
         """Serializes every writer that can grow this user's ACTIVE count (manual create and
         restore, extraction), so a count taken after it stays exact until the commit."""
-        repository.lock_user(self.user_id)
+        self.repository.lock_user(self.user_id)
 
     def _ensure_room(self) -> None:
-        if repository.count_active(self.user_id) >= ACTIVE_PER_USER_MAX:
+        if self.repository.count_active(self.user_id) >= ACTIVE_PER_USER_MAX:
             raise LimitReached(
                 "active_limit",
                 f"at most {ACTIVE_PER_USER_MAX} active memories; delete or dismiss some first")
@@ -159,12 +169,12 @@ class UserMemories:
         """A MANUAL memory (seed §5.3): not a duplicate, within the 200 ACTIVE cap."""
         digest = group.dedup_hash(content)
         self._lock()
-        if repository.by_hash(self.user_id, digest) is not None:
+        if self.repository.by_hash(self.user_id, digest) is not None:
             raise DuplicateContent()
         self._ensure_room()
         now = utcnow()
         try:
-            item = repository.add(MemoryItem(
+            item = self.repository.add(MemoryItem(
                 user_id=self.user_id, scope=group.scope.value, project_key=group.key,
                 content=content, source=Source.MANUAL.value, status=Status.ACTIVE.value,
                 dedup_hash=digest, created_at=now, updated_at=now))
@@ -174,7 +184,7 @@ class UserMemories:
         return item
 
     def get(self, item_id: int, *, for_update: bool = False) -> MemoryItem:
-        item = repository.owned(self.user_id, item_id, for_update=for_update)
+        item = self.repository.owned(self.user_id, item_id, for_update=for_update)
         if item is None:
             raise MemoryNotFound()
         return item
@@ -190,7 +200,7 @@ class UserMemories:
         now = utcnow()
         if content is not None:
             digest = Group.of(item.scope, item.project_key).dedup_hash(content)
-            clash = repository.by_hash(self.user_id, digest)
+            clash = self.repository.by_hash(self.user_id, digest)
             if clash is not None and clash.id != item.id:
                 raise DuplicateContent()
             if content != item.content:
@@ -206,7 +216,7 @@ class UserMemories:
 
     def delete(self, item_id: int) -> None:
         """Physical delete (D3: the same fact may be learnt again later)."""
-        if repository.delete(self.user_id, [item_id]) != 1:
+        if self.repository.delete(self.user_id, [item_id]) != 1:
             raise MemoryNotFound()
         self._deleted([item_id])
 
@@ -226,7 +236,7 @@ class UserMemories:
             assert first.content is not None
             room_for = (first.group, first.group.dedup_hash(first.content))
         # The lock `_lock` takes.
-        run.active, run.room = repository.lock_and_count(self.user_id, room_for)
+        run.active, run.room = self.repository.lock_and_count(self.user_id, room_for)
         for fact in facts:
             if fact.action is Action.INSERT:
                 run.insert(fact.group, fact.content)
@@ -246,7 +256,7 @@ class UserMemories:
         shown to its dedup hash. Raises GroupChanged when any named row is no longer exactly
         what the model saw, or the merged words appeared meanwhile."""
         self._lock()
-        current = {row.id: row for row in repository.machine_rows(
+        current = {row.id: row for row in self.repository.machine_rows(
             self.user_id, group, plan.referenced, for_update=True)}
         if any(current.get(i) is None or current[i].dedup_hash != seen[i]
                for i in plan.referenced):
@@ -256,7 +266,7 @@ class UserMemories:
         merges = [m for m in plan.merges if not self._dismissed_wording(group, m.content)]
         deleted = [i for m in merges for i in m.source_ids] + plan.drops
         if deleted:
-            if repository.delete(self.user_id, deleted, group) != len(deleted):
+            if self.repository.delete(self.user_id, deleted, group) != len(deleted):
                 # The rows are locked by us, so this is a bug: fail the group, never half of it.
                 raise RuntimeError(f"could not delete all of {len(deleted)} locked rows")
             self._deleted(deleted)
@@ -271,7 +281,7 @@ class UserMemories:
     def _dismissed_wording(self, group: Group, content: str) -> bool:
         """True when a DISMISSED row has these exact words: the merge is refused and its
         sources kept (never resurrected, D3; never lost either)."""
-        clash = repository.by_hash(self.user_id, group.dedup_hash(content), for_update=True)
+        clash = self.repository.by_hash(self.user_id, group.dedup_hash(content), for_update=True)
         if clash is None or clash.status != Status.DISMISSED:
             return False
         log.info("event=consolidation.merge_refused user=%s reason=dismissed_wording item=%s",
@@ -279,7 +289,7 @@ class UserMemories:
         return True
 
     def _merge(self, group: Group, merge: Merge,
-               sources: list[repository.MachineRow]) -> tuple[int, int]:
+               sources: list[MachineRow]) -> tuple[int, int]:
         """Insert the merged row, or keep the ACTIVE row that already says it: (1, 0) for an
         insert, (0, 1) when a machine row's updated_at moved, else (0, 0).
 
@@ -289,12 +299,12 @@ class UserMemories:
         digest = group.dedup_hash(merge.content)
         created_at = min(s.created_at for s in sources)
         updated_at = max(s.updated_at for s in sources)
-        existing = repository.by_hash(self.user_id, digest, for_update=True)
+        existing = self.repository.by_hash(self.user_id, digest, for_update=True)
         if existing is None:
             try:
-                item_id = repository.insert(self.user_id, group, merge.content, digest,
-                                            source=Source.CONSOLIDATED, session_id=None,
-                                            created_at=created_at, updated_at=updated_at)
+                item_id = self.repository.insert(self.user_id, group, merge.content, digest,
+                                                 source=Source.CONSOLIDATED, session_id=None,
+                                                 created_at=created_at, updated_at=updated_at)
             except IntegrityError as exc:
                 raise GroupChanged("concurrent_write") from exc
             self._changed(item_id, EventType.CONSOLIDATED, updated_at,
@@ -306,7 +316,7 @@ class UserMemories:
             raise GroupChanged("concurrent_write")
         if existing.source not in MACHINE_SOURCES or existing.updated_at >= updated_at:
             return 0, 0  # a MANUAL row is never changed; a newer row needs nothing
-        repository.touch(self.user_id, existing.id, updated_at)
+        self.repository.touch(self.user_id, existing.id, updated_at)
         self._changed(existing.id, EventType.TOUCHED, updated_at)
         return 0, 1
 
@@ -319,16 +329,20 @@ class _Learning:
     learned: Learned
     active: int = 0
     written: set[int] = field(default_factory=set)  # rows this run inserted or confirmed
-    room: repository.Room | None = None  # found with the lock for the first fact, an insert
+    room: Room | None = None  # found with the lock for the first fact, an insert
 
     @property
     def user_id(self) -> int:
         return self.memories.user_id
 
+    @property
+    def repository(self) -> Repository:
+        return self.memories.repository
+
     def _touch(self, item_id: int, group: Group | None = None) -> bool:
         """Re-confirm an ACTIVE row (with `group`: only a machine-made row of it)."""
         now = utcnow()
-        if not repository.touch(self.user_id, item_id, now, group):
+        if not self.repository.touch(self.user_id, item_id, now, group):
             return False
         self.learned.touched += 1
         self.written.add(item_id)
@@ -336,9 +350,9 @@ class _Learning:
         return True
 
     def _known_wording(self, digest: str) -> bool:
-        return self._known(repository.by_hash(self.user_id, digest))
+        return self._known(self.repository.by_hash(self.user_id, digest))
 
-    def _known(self, row: repository.Wording | None) -> bool:
+    def _known(self, row: Wording | None) -> bool:
         """The exact-hash pre-check, on the row that says the words: ACTIVE → re-confirmed;
         DISMISSED → dropped, never resurrected (D3). False when no row says them."""
         if row is None:
@@ -353,19 +367,19 @@ class _Learning:
 
     def reword(self, item_id: int, group: Group, content: str | None) -> None:
         assert content is not None
-        current = repository.machine_content(self.user_id, item_id, group)
+        current = self.repository.machine_content(self.user_id, item_id, group)
         if current is None:
             self.learned.dropped += 1
             return
         before, current_digest = current
         digest = group.dedup_hash(content)
-        if digest == current_digest or repository.by_hash(self.user_id, digest) is not None:
+        if digest == current_digest or self.repository.by_hash(self.user_id, digest) is not None:
             # Same wording, or another row already says it: re-confirm instead (seed §10.1).
             self.confirm(item_id, group)
             return
         now = utcnow()
         try:
-            rewritten = repository.rewrite(self.user_id, item_id, group, content, digest, now)
+            rewritten = self.repository.rewrite(self.user_id, item_id, group, content, digest, now)
         except IntegrityError:
             # A concurrent manual edit took this wording first: the clash branch after all.
             rewritten = False
@@ -386,8 +400,8 @@ class _Learning:
             # Words the user has already are a re-confirmation (or D3), not a reason to demote.
             # D14: make room by demoting the group's oldest machine-made row, one per insert,
             # at most EXTRACT_MAX_ITEMS per run; no such row → this insert is dropped.
-            wording, stale = room or repository.wording_and_stalest(self.user_id, group,
-                                                                    digest, self.written)
+            wording, stale = room or self.repository.wording_and_stalest(
+                self.user_id, group, digest, self.written)
             if self._known(wording):
                 return
             if self.learned.demoted >= EXTRACT_MAX_ITEMS:
@@ -400,12 +414,12 @@ class _Learning:
         now = utcnow()
         try:
             if stale is None:
-                item_id = repository.insert(self.user_id, group, content, digest,
-                                            source=Source.AUTO,
-                                            session_id=self.memories.session_id,
-                                            created_at=now, updated_at=now)
+                item_id = self.repository.insert(self.user_id, group, content, digest,
+                                                 source=Source.AUTO,
+                                                 session_id=self.memories.session_id,
+                                                 created_at=now, updated_at=now)
             else:
-                item_id, demoted = repository.insert_and_demote(
+                item_id, demoted = self.repository.insert_and_demote(
                     self.user_id, group, content, digest, session_id=self.memories.session_id,
                     now=now, stale_id=stale)
         except IntegrityError:

@@ -146,3 +146,50 @@ def test_one_line_shortcut_is_the_rule_for_every_character_of_the_bmp():
 @given(st.text())
 def test_one_line_shortcut_is_the_rule_for_any_text(text):
     assert rules.one_line(text) == _one_line_by_regex(text)
+
+
+def test_manual_content_is_trimmed_and_at_most_500_code_points():
+    assert rules.manual_content("  likes tea\n") == "likes tea"
+    assert rules.manual_content("中" * rules.MANUAL_CONTENT_MAX) == "中" * 500
+    with pytest.raises(InvalidContent) as refused:
+        rules.manual_content("中" * (rules.MANUAL_CONTENT_MAX + 1))
+    assert refused.value.reason == "content_too_long"
+
+
+@pytest.mark.parametrize("value, reason", [
+    (None, "content_type"), (42, "content_type"), ("", "content_empty"),
+    (" \n\t ", "content_empty")])
+def test_content_that_is_not_text_or_only_whitespace_is_refused(value, reason):
+    with pytest.raises(InvalidContent) as refused:
+        rules.manual_content(value)
+    assert refused.value.reason == reason
+
+
+@pytest.mark.parametrize("value, reason", [
+    (None, "project_key_required"), ("  ", "project_key_required"), (7, "project_key_type"),
+    ("weixin-bot", "project_key_bot"), ("feishu-chat-1-x", "project_key_bot"),
+    ("k" * (rules.PROJECT_KEY_MAX + 1), "project_key_too_long")])
+def test_a_project_memory_needs_a_real_project_key(value, reason):
+    with pytest.raises(InvalidInput) as refused:
+        rules.project_key(value)
+    assert refused.value.reason == reason
+
+
+def test_a_project_key_is_trimmed():
+    assert rules.project_key(" mao ") == "mao"
+
+
+def test_a_user_rows_stored_key_never_makes_a_project_group():
+    assert rules.Group.of("USER", "") == rules.USER_GROUP
+    assert rules.Group.of(Scope.USER, "mao") == rules.USER_GROUP
+    assert rules.Group.of("PROJECT", "mao") == rules.Group("mao")
+
+
+def test_a_group_knows_its_scope_stored_key_label_and_consolidation_target():
+    project = rules.Group("mao")
+    assert (rules.USER_GROUP.scope, rules.USER_GROUP.key, rules.USER_GROUP.label) == (
+        Scope.USER, "", "[用户]")
+    assert (project.scope, project.key, project.label) == (Scope.PROJECT, "mao", "[项目:mao]")
+    assert (rules.USER_GROUP.consolidation_target, project.consolidation_target) == (
+        rules.CONSOLIDATE_USER_TARGET, rules.CONSOLIDATE_PROJECT_TARGET)
+    assert project.dedup_hash(" likes\ntea ") == rules.dedup_hash("PROJECT", "mao", "likes tea")
