@@ -40,12 +40,12 @@ class ContextRead(HotPath):
     endpoint = ENDPOINT
     methods = ("GET",)
 
-    def answer(self, environ: WSGIEnvironment) -> str:
+    def answer(self, environ: WSGIEnvironment) -> tuple[int, str]:
         query = query_of(environ.get("QUERY_STRING", ""))
         if not is_service_token(bearer_token(environ.get("HTTP_AUTHORIZATION", ""))):
             raise ApiError(ErrorCode.UNAUTHORIZED, "service token required")
         valid = validated(ContextQuery, query)
-        return ok_body(service.context_json(valid.userId, valid.projectKey))
+        return 200, ok_body(service.context_json(valid.userId, valid.projectKey))
 
 
 @bp.get("/memory/context")

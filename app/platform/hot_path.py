@@ -39,15 +39,6 @@ STATUS_LINES = {200: "200 OK", 202: "202 ACCEPTED", 400: "400 BAD REQUEST",
                 503: "503 SERVICE UNAVAILABLE"}
 
 
-class Answer(Exception):
-    """Raised by an endpoint's `answer` to send this status and body text (a success)."""
-
-    def __init__(self, status: int, body: str) -> None:
-        super().__init__(status)
-        self.status = status
-        self.body = body
-
-
 class HotPath(ABC):
     """A WSGI endpoint answering every request on the path of the Flask route `endpoint`."""
 
@@ -80,9 +71,7 @@ class HotPath(ABC):
                 if method not in self._taken:
                     headers.append(("Allow", self.allow))
                     raise MethodNotAllowed(valid_methods=sorted(self._taken))
-                status, text = 200, self.answer(environ)
-            except Answer as answer:
-                status, text = answer.status, answer.body
+                status, text = self.answer(environ)
             except Exception as exc:  # every refusal and failure, through the one table
                 error, message, status = refusal(exc, self.path, self.app.logger)
                 text = self.app.json.dumps(failure(error, message)) + "\n"
@@ -92,9 +81,9 @@ class HotPath(ABC):
         return [b""] if method == "HEAD" else [body]
 
     @abstractmethod
-    def answer(self, environ: WSGIEnvironment) -> str:
-        """The success body (200), or raise: `Answer` for another success status, an `ApiError`
-        or `DomainError` for a refusal."""
+    def answer(self, environ: WSGIEnvironment) -> tuple[int, str]:
+        """The success: its status and body; a refusal is raised (`ApiError`, `DomainError`, a
+        werkzeug `HTTPException`), as in a Flask view."""
 
 
 

@@ -24,7 +24,7 @@ from app.envelope import ApiError, ErrorCode, ok_body
 from app.extraction import intake
 from app.extraction.models import ENQUEUED, REASONS
 from app.platform import signatures
-from app.platform.hot_path import Answer, HotPath, served_by
+from app.platform.hot_path import HotPath, served_by
 
 # The SPEC §5 signature, for the benches and tests that sign as a platform does.
 from app.platform.signatures import signature as signature
@@ -82,7 +82,7 @@ class WebhookReceiver(HotPath):
     endpoint = ENDPOINT
     methods = ("POST",)
 
-    def answer(self, environ: WSGIEnvironment) -> str:
+    def answer(self, environ: WSGIEnvironment) -> tuple[int, str]:
         secret = self.app.config.get("MEMORY_WEBHOOK_SECRET")
         if not secret:
             raise ApiError(ErrorCode.INTERNAL_ERROR, "the webhook is not configured "
@@ -94,7 +94,7 @@ class WebhookReceiver(HotPath):
         except ValueError:
             data = None  # not JSON: refused below as "not an object", as Flask's silent read
         event = validated(TaskCompleted, data).event()
-        raise Answer(202, ok_body(acknowledged(intake.receive(event))))
+        return 202, ok_body(acknowledged(intake.receive(event)))
 
 
 @bp.post("/task-completed")
