@@ -65,6 +65,9 @@ def test_the_cooldown_holds_across_two_worker_processes(app, llm, webhook, memor
         # Each extraction's trigger runs before its RQ job finishes: once both have, and the
         # queue is idle, every consolidation that was ever enqueued has run.
         wait_until(lambda: all_done(extraction_jobs), 60, "the extractions and what they queued")
+        # A consolidation that met a transient failure (a conflict, under load) waits for its
+        # retry in RQ's scheduled registry, not in the queue: its outcome comes a moment later.
+        wait_until(lambda: len(outcomes(app)) >= 3, 60, "the consolidation's outcome")
 
     done = outcomes(app)
     assert sorted((o["kind"], o["status"]) for o in done) == \
