@@ -44,9 +44,19 @@ def _for_this_worker(database_url: str, redis_url: str) -> tuple[str, str]:
             f"{base}/{int(index or 15) - number}")
 
 
+def _without_tls_attempts(database_url: str) -> str:
+    """PyMySQL 1.2 tries TLS on every connection unless told otherwise, loading the system's CA
+    store each time (~25 ms of CPU); the suite opens thousands of connections to a local server
+    without TLS. A URL that asks for TLS (any `ssl_*` option) keeps it."""
+    url = sa.make_url(database_url)
+    if url.drivername != "mysql+pymysql" or any(k.startswith("ssl") for k in url.query):
+        return database_url
+    return url.update_query_dict({"ssl_disabled": "true"}).render_as_string(hide_password=False)
+
+
 TEST_DATABASE_URL, TEST_REDIS_URL = _for_this_worker(
-    os.environ.get("TEST_DATABASE_URL",
-                   "mysql+pymysql://root@127.0.0.1:3306/memory_test?charset=utf8mb4"),
+    _without_tls_attempts(os.environ.get(
+        "TEST_DATABASE_URL", "mysql+pymysql://root@127.0.0.1:3306/memory_test?charset=utf8mb4")),
     os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15"))
 SERVICE_TOKEN = "test-service-token"
 WEBHOOK_SECRET = "test-webhook-secret"
@@ -133,22 +143,48 @@ def build_app(config: dict[str, Any]) -> Flask:
     return app
 
 
+@functools.cache
+def _observer(url: str) -> sa.Engine:
+    """One connection, kept for the run, that looks at the server from outside the apps."""
+    return sa.create_engine(url, poolclass=sa.pool.StaticPool, isolation_level="AUTOCOMMIT",
+                            pool_pre_ping=True)
+
+
+# One session's block in SHOW ENGINE INNODB STATUS: "---TRANSACTION …, ACTIVE 3 sec …" up to the
+# next block, naming its connection ("MariaDB thread id 42, …").
+_TRANSACTION = re.compile(r"^---TRANSACTION [^\n]*?, ACTIVE (?P<state>[^\n]*)\n(?P<body>.*?)"
+                          r"(?=^---TRANSACTION |^-{8}|\Z)", re.M | re.S)
+_THREAD = re.compile(r"(?:MariaDB|MySQL) thread id (\d+)")
+_ROW_LOCKS = re.compile(r"(\d+) row lock\(s\)")
+
+
 def open_transactions(url: str = TEST_DATABASE_URL) -> list[dict[str, Any]]:
     """Transactions open on the server from connections to the test database, but this one's:
-    what a request, a job or a failure must never leave behind."""
+    what a request, a job or a failure must never leave behind.
+
+    Read from SHOW ENGINE INNODB STATUS, which is current: information_schema.INNODB_TRX is a
+    copy refreshed only when nobody has read it for 100 ms, which parallel test workers reading
+    it at each teardown keep from happening, so it shows transactions long ended."""
     if not url.startswith("mysql"):
         return []
-    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            return [dict(row) for row in conn.execute(sa.text(
-                "SELECT t.trx_mysql_thread_id AS thread, t.trx_state AS state, "
-                "t.trx_rows_locked AS rows_locked, p.command AS command, "
-                "t.trx_query AS query FROM information_schema.innodb_trx t "
-                "JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id "
-                "WHERE p.db = DATABASE() AND p.id <> CONNECTION_ID()")).mappings()]
-    finally:
-        engine.dispose()
+    with _observer(url).connect() as conn:
+        status = conn.execute(sa.text("SHOW ENGINE INNODB STATUS")).one()[-1]
+        found = {}
+        for block in _TRANSACTION.finditer(status):
+            thread = _THREAD.search(block["body"])
+            if thread:
+                locks = _ROW_LOCKS.search(block["body"])
+                found[int(thread[1])] = {"state": "LOCK WAIT" if "LOCK WAIT" in block[0]
+                                         else f"ACTIVE {block['state']}",
+                                         "rows_locked": int(locks[1]) if locks else 0}
+        if not found:
+            return []
+        sessions = conn.execute(sa.text(
+            "SELECT id, command, info FROM information_schema.processlist "
+            "WHERE db = :db AND id <> CONNECTION_ID()"),
+            {"db": sa.make_url(url).database}).all()
+    return [{"thread": id_, **found[id_], "command": command, "query": info}
+            for id_, command, info in sessions if id_ in found]
 
 
 def session_locks(url: str = TEST_REDIS_URL) -> list[bytes]:
@@ -176,9 +212,9 @@ def assert_nothing_left_behind(apps: list[Flask]) -> None:
     # Another process of an earlier test (a server or a worker being stopped) may still be
     # ending its own; what this test's apps left open stays open until their pools close.
     deadline = time.monotonic() + 3
-    while open_transactions() and time.monotonic() < deadline:
+    while (left_open := open_transactions()) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert open_transactions() == [], "a transaction was left open"
+    assert left_open == [], "a transaction was left open"
     assert session_locks() == [], "a session lock was left in Redis"
 
 

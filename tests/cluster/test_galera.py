@@ -5,6 +5,7 @@ the pages — and what Galera does differently from one server (docs/operations-
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -53,6 +54,14 @@ from tests.workers import registered_workers, wait_until, worker_env, worker_pro
 pytestmark = pytest.mark.xdist_group("cluster")
 
 DEADLOCK = 1213
+
+
+def test_the_cluster_tests_run_in_one_xdist_worker(request: pytest.FixtureRequest) -> None:
+    """In parallel runs xdist sends a group to one worker by a suffix of the test's id; without
+    it each worker would start its own cluster on the same ports."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        assert request.node.nodeid.endswith("@cluster"), \
+            "run with --dist loadgroup, on a pytest whose ids xdist can extend (pyproject.toml)"
 
 
 @pytest.fixture(scope="module")
