@@ -362,6 +362,20 @@ def as_service(client: FlaskClient):
 
 
 @pytest.fixture
+def admin(users: Accounts, as_user) -> Api:
+    """root, an administrator, with a personal token."""
+    user_id = users.user("root", admin=True)
+    return as_user(users.token("root"), user_id)
+
+
+@pytest.fixture
+def auditor(users: Accounts, as_user) -> Api:
+    """A user holding memory:read (the auditor), with a personal token."""
+    user_id = users.user("auditor", grants=("memory:read",))
+    return as_user(users.token("auditor"), user_id)
+
+
+@pytest.fixture
 def alice(users: Accounts, as_user) -> Api:
     """A plain user with a personal token."""
     user_id = users.user("alice")
@@ -490,6 +504,22 @@ def alice_page(users: Accounts, pages):
     """alice, an ordinary user, logged in."""
     pages.user_id = users.user("alice")
     pages.login("alice")
+    return pages
+
+
+@pytest.fixture
+def admin_page(users: Accounts, pages):
+    """root, an administrator, logged in."""
+    pages.user_id = users.user("root", admin=True)
+    pages.login("root")
+    return pages
+
+
+@pytest.fixture
+def auditor_page(users: Accounts, pages):
+    """A user holding memory:read (the auditor), logged in."""
+    pages.user_id = users.user("auditor", grants=("memory:read",))
+    pages.login("auditor")
     return pages
 
 

@@ -30,7 +30,7 @@ from app.errors import DuplicateContent, LimitReached, MemoryNotFound
 from app.memory import repository as sql_repository
 from app.memory.events import Actor, Changed, Deleted, EventType
 from app.memory.models import MemoryItem
-from app.memory.repository import MachineRow, Room, Wording
+from app.memory.repository import Displacement, MachineRow, Wording
 from app.memory.rules import (
     ACTIVE_PER_USER_MAX,
     EXTRACT_MAX_ITEMS,
@@ -231,12 +231,13 @@ class UserMemories:
         comes from with the lock, in the same round trip."""
         run = _Learning(self, Learned())
         first = facts[0] if facts else None
-        room_for = None
+        displacing_for = None
         if pool_full and first is not None and first.action is Action.INSERT:
             assert first.content is not None
-            room_for = (first.group, first.group.dedup_hash(first.content))
+            displacing_for = (first.group, first.group.dedup_hash(first.content))
         # The lock `_lock` takes.
-        run.active, run.room = self.repository.lock_and_count(self.user_id, room_for)
+        run.active, run.displacement = self.repository.lock_and_count(self.user_id,
+                                                                      displacing_for)
         for fact in facts:
             if fact.action is Action.INSERT:
                 run.insert(fact.group, fact.content)
@@ -329,7 +330,7 @@ class _Learning:
     learned: Learned
     active: int = 0
     written: set[int] = field(default_factory=set)  # rows this run inserted or confirmed
-    room: Room | None = None  # found with the lock for the first fact, an insert
+    displacement: Displacement | None = None  # found with the lock for the first fact, an insert
 
     @property
     def user_id(self) -> int:
@@ -395,12 +396,12 @@ class _Learning:
         assert content is not None
         digest = group.dedup_hash(content)
         stale = None
-        room, self.room = self.room, None  # only ever the first fact's
+        displacement, self.displacement = self.displacement, None  # only the first fact's
         if self.active >= ACTIVE_PER_USER_MAX:
             # Words the user has already are a re-confirmation (or D3), not a reason to demote.
             # D14: make room by demoting the group's oldest machine-made row, one per insert,
             # at most EXTRACT_MAX_ITEMS per run; no such row → this insert is dropped.
-            wording, stale = room or self.repository.wording_and_stalest(
+            wording, stale = displacement or self.repository.wording_and_stalest(
                 self.user_id, group, digest, self.written)
             if self._known(wording):
                 return

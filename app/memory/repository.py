@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
@@ -134,22 +134,25 @@ def count_active(user_id: int) -> int:
     return db.session.scalar(COUNT_ACTIVE, {"user_id": user_id}) or 0
 
 
-# What an insert into a full pool (D14) needs to know first: the row that already says its
-# words, if any, and the id of the group's row to demote (None: none left to demote).
-Room = tuple[Wording | None, int | None]
+class Displacement(NamedTuple):
+    """What an insert into a full pool (D14) needs to know first."""
+
+    same_words: Wording | None  # the row that already says its words: no insert, no demotion
+    to_demote: int | None  # the group's stalest machine-made row; None: none left to demote
 
 
-def lock_and_count(user_id: int, room_for: tuple[Group, str] | None = None
-                   ) -> tuple[int, Room | None]:
+def lock_and_count(user_id: int, displacing_for: tuple[Group, str] | None = None
+                   ) -> tuple[int, Displacement | None]:
     """`lock_user`, then `count_active` — exact under the lock, each statement seeing what
-    others committed — in one round trip. With `room_for` (a group and the digest of words
+    others committed — in one round trip. With `displacing_for` (a group and the digest of words
     about to go into a pool expected to be full), the same round trip also brings what
     `wording_and_stalest` would find for them with nothing excluded."""
     steps = [(LOCK_USER, {"user_id": user_id}), (COUNT_ACTIVE, {"user_id": user_id})]
-    if room_for is not None:
-        steps += _room_steps(user_id, *room_for, excluding=0)
-    _, count, *room = batch_in_session(*steps)
-    return (count[0][0] if count else 0), (_room(room, ()) if room else None)
+    if displacing_for is not None:
+        steps += _displacement_steps(user_id, *displacing_for, excluding=0)
+    _, count, *displacement = batch_in_session(*steps)
+    return ((count[0][0] if count else 0),
+            (_displacement(displacement, ()) if displacement else None))
 
 
 # ---- lists ----------------------------------------------------------------------------------
@@ -362,25 +365,27 @@ _STALEST = {project: (sa.select(MemoryItem.id)
             for project in (False, True)}
 
 
-def _room_steps(user_id: int, group: Group, digest: str, *, excluding: int) -> list[Statement]:
+def _displacement_steps(user_id: int, group: Group, digest: str, *, excluding: int
+                        ) -> list[Statement]:
     return [(BY_HASH, {"user_id": user_id, "digest": digest}),
             (_STALEST[group.project_key is not None],
              {**_group_params(user_id, group), "n": excluding + 1})]
 
 
-def _room(results: Sequence[Sequence[tuple]], exclude_ids: Collection[int]) -> Room:
+def _displacement(results: Sequence[Sequence[tuple]], exclude_ids: Collection[int]
+                  ) -> Displacement:
     wording, stalest = results
     stale = next((row[0] for row in stalest if row[0] not in exclude_ids), None)
-    return (Wording(*wording[0]) if wording else None), stale
+    return Displacement(Wording(*wording[0]) if wording else None, stale)
 
 
 def wording_and_stalest(user_id: int, group: Group, digest: str,
-                        exclude_ids: Collection[int]) -> Room:
+                        exclude_ids: Collection[int]) -> Displacement:
     """Before an insert into a full pool (D14), in one round trip: the row that already says
     `digest`, if any, and the id of the group's oldest-updated machine-made ACTIVE row not in
     `exclude_ids` (rows the run has just written or confirmed), locked until the commit."""
-    return _room(batch_in_session(*_room_steps(user_id, group, digest, excluding=len(exclude_ids))),
-                 exclude_ids)
+    steps = _displacement_steps(user_id, group, digest, excluding=len(exclude_ids))
+    return _displacement(batch_in_session(*steps), exclude_ids)
 
 
 # ---- writes ---------------------------------------------------------------------------------

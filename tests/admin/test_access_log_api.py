@@ -3,23 +3,9 @@ all; and an auditor reads a memory's history."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.conftest import assert_error, assert_ok
 
 MEMORIES = "/api/v1/memory"
-
-
-@pytest.fixture
-def auditor(users, as_user):
-    user_id = users.user("auditor", grants=("memory:read",))
-    return as_user(users.token("auditor"), user_id)
-
-
-@pytest.fixture
-def admin(users, as_user):
-    user_id = users.user("root", admin=True)
-    return as_user(users.token("root"), user_id)
 
 
 def reads(api, url: str = f"{MEMORIES}/access-log") -> list[dict]:

@@ -10,18 +10,6 @@ AUDIT = "/api/v1/admin/memory"
 
 
 @pytest.fixture
-def auditor(users, as_user):
-    user_id = users.user("auditor", grants=("memory:read",))
-    return as_user(users.token("auditor"), user_id)
-
-
-@pytest.fixture
-def admin(users, as_user):
-    user_id = users.user("root", admin=True)
-    return as_user(users.token("root"), user_id)
-
-
-@pytest.fixture
 def models(app):
     with app.app_context():
         ids = [system.add_model("fast", "gpt-fast", default=True).id,

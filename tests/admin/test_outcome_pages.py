@@ -13,17 +13,9 @@ from app.extensions import db
 from app.extraction.models import JobOutcome
 from tests.completions import USER_ID, capture_on, event
 from tests.conftest import assert_ok
-from tests.page_support import PageSession
 
 OTHER_USER = USER_ID + 1
 USAGE = {"prompt_tokens": 1000, "completion_tokens": 20, "total_tokens": 1020}
-
-
-@pytest.fixture
-def admin(users, pages: PageSession) -> PageSession:
-    pages.user_id = users.user("root", admin=True)
-    pages.login("root")
-    return pages
 
 
 @pytest.fixture
@@ -68,8 +60,8 @@ def test_outcomes_page_sends_a_visitor_to_login_first(client):
     assert parse_qs(location.query)["next"] == ["/admin/outcomes?status=failed"]
 
 
-def test_outcomes_page_lists_recent_jobs_newest_first(ran, admin):
-    html = admin.get("/admin/outcomes").text
+def test_outcomes_page_lists_recent_jobs_newest_first(ran, admin_page):
+    html = admin_page.get("/admin/outcomes").text
     assert "<h1>任务记录</h1>" in html
     assert _rows(html) == ["succeeded", "failed", "succeeded", "abandoned", "skipped"]
     assert "共 5 条" in html
@@ -80,34 +72,34 @@ def test_outcomes_page_lists_recent_jobs_newest_first(ran, admin):
         assert shown in applied, shown
 
 
-def test_a_failed_job_says_why_in_chinese(ran, admin):
-    html = admin.get("/admin/outcomes?status=failed").text
+def test_a_failed_job_says_why_in_chinese(ran, admin_page):
+    html = admin_page.get("/admin/outcomes?status=failed").text
     assert _rows(html) == ["failed"]
     assert "<strong>失败</strong>" in html
     assert "模型服务拒绝了请求(4xx):检查模型名、地址和密钥" in html
     assert '<code class="muted">llm_rejected</code>' in html
 
 
-def test_a_job_without_a_model_says_so(app, admin, webhook, run_jobs):
+def test_a_job_without_a_model_says_so(app, admin_page, webhook, run_jobs):
     capture_on(app)
     assert_ok(webhook(event()), 202)
     run_jobs()
-    html = admin.get("/admin/outcomes").text
+    html = admin_page.get("/admin/outcomes").text
     assert "未配置提取模型" in html and '<code class="muted">no_model</code>' in html
 
 
-def test_a_reason_the_page_does_not_know_is_shown_as_recorded(app, admin):
+def test_a_reason_the_page_does_not_know_is_shown_as_recorded(app, admin_page):
     with app.app_context():
         db.session.add(JobOutcome(
             kind="extraction", job_id="job-new-reason", user_id=USER_ID, status="failed",
             reason="brand_new_reason", attempts=1, inserted=0, touched=0, updated=0,
             dropped=0, demoted=0, duration_ms=5))
         db.session.commit()
-    assert "brand_new_reason <code" in admin.get("/admin/outcomes").text
+    assert "brand_new_reason <code" in admin_page.get("/admin/outcomes").text
 
 
-def test_outcome_filters_are_kept_in_the_url(ran, admin):
-    response = admin.htmx("GET", f"/admin/outcomes?status=succeeded&userId={OTHER_USER}")
+def test_outcome_filters_are_kept_in_the_url(ran, admin_page):
+    response = admin_page.htmx("GET", f"/admin/outcomes?status=succeeded&userId={OTHER_USER}")
     html = response.text
     assert "<html" not in html
     assert html.count('id="outcome-results"') == 1
@@ -123,19 +115,19 @@ def test_outcome_filters_are_kept_in_the_url(ran, admin):
 @pytest.mark.parametrize(("query", "says"), [("status=done", "状态筛选不对"),
                                            ("userId=abc", "用户 ID 应是正整数"),
                                            ("page=0", "页码不对")])
-def test_outcomes_page_refuses_bad_filters(admin, query, says):
-    response = admin.get(f"/admin/outcomes?{query}")
+def test_outcomes_page_refuses_bad_filters(admin_page, query, says):
+    response = admin_page.get(f"/admin/outcomes?{query}")
     assert response.status_code == 400
     assert says in response.text
 
 
-def test_token_totals_per_user_and_model_follow_the_filters(ran, admin):
-    html = admin.get("/admin/outcomes").text
+def test_token_totals_per_user_and_model_follow_the_filters(ran, admin_page):
+    html = admin_page.get("/admin/outcomes").text
     totals = html[html.index('<table class="token-totals">'):]
     cells = re.findall(r"<td>(\d+)</td><td>(\d+)</td>\s*<td>(\d+)</td><td>(\d+)</td>", totals)
     # User 7: one call with usage (the abandoned one reported the default usage too).
     assert cells == [("2", "1321", "32", "1353"), ("1", "300", "3", "303")]
-    filtered = admin.get(f"/admin/outcomes?userId={OTHER_USER}").text
+    filtered = admin_page.get(f"/admin/outcomes?userId={OTHER_USER}").text
     totals = filtered[filtered.index('<table class="token-totals">'):]
     assert re.findall(r"<td>(\d+)</td><td>(\d+)</td>\s*<td>(\d+)</td><td>(\d+)</td>",
                       totals) == [("1", "300", "3", "303")]
@@ -173,8 +165,8 @@ def test_token_totals_for_one_user_read_through_the_user_index(app):
         assert [row["key"] for row in plan] == ["idx_memory_job_outcome_user"]
 
 
-def test_navigation_links_the_outcomes_page_for_admins_only(users, pages, admin):
-    assert 'href="/admin/outcomes"' in admin.get("/settings/memory").text
+def test_navigation_links_the_outcomes_page_for_admins_only(users, pages, admin_page):
+    assert 'href="/admin/outcomes"' in admin_page.get("/settings/memory").text
     users.user("audrey", grants=("memory:read",))
     pages.login("audrey")
     assert 'href="/admin/outcomes"' not in pages.get("/settings/memory").text

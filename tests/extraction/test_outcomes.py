@@ -41,12 +41,6 @@ def test_every_job_leaves_exactly_one_outcome(ran):
     assert ran[0]["model"] is None and ran[0]["promptChars"] is None
 
 
-@pytest.fixture
-def admin(users, as_user):
-    users.user("root", admin=True)
-    return as_user(users.token("root"))
-
-
 def test_admins_list_outcomes_newest_first(ran, admin):
     page = assert_ok(admin.get("/api/v1/admin/outcomes"))
     assert (page["total"], page["current"], page["size"]) == (4, 1, 20)

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 
 from app.memory.models import MemoryItem
-from app.memory.repository import MachineRow, Room, Wording
+from app.memory.repository import Displacement, MachineRow, Wording
 from app.memory.rules import MACHINE_SOURCES, Group, Scope, Source, Status
 
 USER_ID = 7
@@ -143,11 +143,12 @@ class FakeRepository:
         self.calls.append("owned")
         return self._owned(user_id, item_id)
 
-    def lock_and_count(self, user_id: int, room_for: tuple[Group, str] | None = None
-                       ) -> tuple[int, Room | None]:
+    def lock_and_count(self, user_id: int, displacing_for: tuple[Group, str] | None = None
+                       ) -> tuple[int, Displacement | None]:
         self.calls.append("lock_and_count")
-        room = None if room_for is None else self._room(user_id, *room_for, ())
-        return len(self.active(user_id)), room
+        displacement = (None if displacing_for is None
+                        else self._displacement(user_id, *displacing_for, ()))
+        return len(self.active(user_id)), displacement
 
     def machine_rows(self, user_id: int, group: Group, ids: Collection[int] | None = None, *,
                      for_update: bool = False) -> list[MachineRow]:
@@ -157,17 +158,17 @@ class FakeRepository:
         return [MachineRow(r.id, r.content, r.dedup_hash, r.created_at, r.updated_at)
                 for r in rows]
 
-    def _room(self, user_id: int, group: Group, digest: str,
-              exclude_ids: Collection[int]) -> Room:
+    def _displacement(self, user_id: int, group: Group, digest: str,
+                      exclude_ids: Collection[int]) -> Displacement:
         wording = self.by_hash(user_id, digest)
         candidates = sorted((r for r in self._machine(user_id, group) if r.id not in exclude_ids),
                             key=lambda r: (r.updated_at, r.id))
-        return wording, (candidates[0].id if candidates else None)
+        return Displacement(wording, candidates[0].id if candidates else None)
 
     def wording_and_stalest(self, user_id: int, group: Group, digest: str,
-                            exclude_ids: Collection[int]) -> Room:
+                            exclude_ids: Collection[int]) -> Displacement:
         self.calls.append("wording_and_stalest")
-        return self._room(user_id, group, digest, exclude_ids)
+        return self._displacement(user_id, group, digest, exclude_ids)
 
     def insert(self, user_id: int, group: Group, content: str, digest: str, *, source: Source,
                session_id: int | None, created_at: datetime, updated_at: datetime) -> int:
