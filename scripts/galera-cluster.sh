@@ -3,6 +3,7 @@
 # its own data directory, its own ports, nothing shared with the machine's MariaDB.
 #
 #   scripts/galera-cluster.sh start | stop | status
+#   scripts/galera-cluster.sh proxy           # each node as HAProxy sees it (UP only if Synced)
 #   scripts/galera-cluster.sh kill-node N     # SIGKILL node N (1-3): the loss of its host
 #   scripts/galera-cluster.sh start-node N    # N rejoins (IST from a donor's gcache, else SST)
 #
@@ -22,6 +23,7 @@ PROXY_PORT="${GALERA_PROXY_PORT:-3310}"
 BASE="${GALERA_BASE_PORT:-14557}"
 HOST=127.0.0.1
 PROVIDER="${GALERA_PROVIDER:-/usr/lib/galera/libgalera_smm.so}"
+CHECK="$(cd "$(dirname "$0")" && pwd)/galera-node-check.sh"
 
 node_port() { echo $((PORT + $1 - 1)); }
 group_port() { echo $((BASE + 10 * $1)); }
@@ -102,6 +104,11 @@ global
     maxconn 4000
     pidfile $DIR/haproxy.pid
     daemon
+    # The health check is a script (below): HAProxy runs it as a child process.
+    external-check
+    insecure-fork-wanted
+    # What HAProxy thinks of each node: galera-cluster.sh proxy.
+    stats socket $DIR/haproxy.sock mode 600 level admin
 defaults
     mode tcp
     timeout connect 2s
@@ -111,9 +118,13 @@ listen galera
     bind $HOST:$PROXY_PORT
     # Every node takes writes (multi-primary): connections go round the live nodes.
     balance roundrobin
-    option mysql-check user haproxy
-    # A node that stops answering is out within ~2 s, and its open sessions are closed, so
-    # pooled connections fail fast and reconnect to a live node.
+    # Sync-aware: a node is in the rotation only while it is Synced, not merely answering
+    # (a joiner, a donor or a desynced node would serve stale rows or refuse queries).
+    option external-check
+    external-check path "/usr/bin:/bin"
+    external-check command $CHECK
+    # A node that stops answering or leaves Synced is out within ~2 s, and its open sessions
+    # are closed, so pooled connections fail fast and reconnect to a synced node.
     default-server inter 1s fall 2 rise 2 on-marked-down shutdown-sessions
 $(for i in 1 2 3; do echo "    server node$i $HOST:$(node_port "$i") check"; done)
 CFG
@@ -162,6 +173,10 @@ case "${1:-}" in
       sql "$n" "SELECT GROUP_CONCAT(VARIABLE_VALUE) FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN ('wsrep_local_state_comment','wsrep_cluster_size')" 2>/dev/null || echo down
     done
     ;;
+  proxy)  # each node as HAProxy sees it: UP, DOWN (and why), or MAINT
+    echo "show stat" | socat stdio "unix-connect:$DIR/haproxy.sock" \
+      | awk -F, '$1 == "galera" && $2 ~ /^node/ {print $2, $18, $37}'
+    ;;
   kill-node)
     n="${2:?node 1-3}"
     kill -9 "$(node_pid "$n")"
@@ -171,7 +186,7 @@ case "${1:-}" in
     start_node "$n"
     ;;
   *)
-    echo "usage: $0 start|stop|status|kill-node N|start-node N" >&2
+    echo "usage: $0 start|stop|status|proxy|kill-node N|start-node N" >&2
     exit 2
     ;;
 esac
