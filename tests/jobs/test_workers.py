@@ -182,3 +182,24 @@ def test_the_worker_command_needs_redis(make_app):
     assert result.exit_code != 0 and "REDIS_URL" in result.output
     with app.app_context():
         db.session.remove()
+
+
+def test_a_worker_stops_without_waiting_out_its_pubsub_thread(app):
+    """A stopping worker (the end of --burst, SIGTERM) ends its command channel's thread. RQ
+    leaves that thread in a wait of up to 60 s once the channel is unsubscribed; a redis-py that
+    joins the thread on stop (8.2) made workers hang that long at exit, one in a few under load."""
+    import threading
+
+    from jobs.worker import AppSimpleWorker
+
+    queue = app.extensions["memory_queue"].rq_queue()
+    worker = AppSimpleWorker([queue], connection=queue.connection, app=app)
+    worker.subscribe()
+    wait_until(lambda: worker.pubsub.subscribed, 10, "the command channel subscribed")
+    worker.pubsub.unsubscribe()
+    wait_until(lambda: not worker.pubsub.subscribed, 10, "the channel's unsubscribe answered")
+    time.sleep(0.2)  # the thread's loop goes round into its wait for a new subscription
+    stopping = threading.Thread(target=worker.unsubscribe, daemon=True)
+    stopping.start()
+    stopping.join(timeout=10)
+    assert not stopping.is_alive(), "the worker waits on its pubsub thread to stop"
