@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 BENCH_DB = os.environ.get("BENCH_DB", "memory_bench")
 BENCH_DATABASE_URL = f"mysql+pymysql://root@127.0.0.1:3306/{BENCH_DB}?charset=utf8mb4"
-BENCH_REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
+BENCH_REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/1")
 SERVICE_TOKEN = "bench-service-token"
 WEBHOOK_SECRET = "bench-webhook-secret"
 # The RQ queue the webhook floor pushes to (no worker reads it).
