@@ -1,8 +1,10 @@
 """The one place that talks to a model: resolution (D10), one chat completion, typed errors.
 
-Nothing else in the codebase imports `openai`. A client per endpoint, key and timeout is kept in
-each process, with no retries of its own: retrying is the job's decision (transient errors are
-retried with backoff by the queue, timeouts are abandoned).
+Nothing else in the codebase imports `openai`, and this module only when a process first talks
+to a model (`sdk`): the SDK takes ~0.5 s to import, which web processes and most commands never
+need; a worker loads it in `warm_up`, before it forks. A client per endpoint, key and timeout is
+kept in each process, with no retries of its own: retrying is the job's decision (transient
+errors are retried with backoff by the queue, timeouts are abandoned).
 """
 
 from __future__ import annotations
@@ -14,13 +16,17 @@ import ssl
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import certifi
-import httpx2
-import openai
 
 from app.extensions import db
 from app.system.models import CHOSEN_MODEL, EXTRACTION_MODEL_KEY
+
+if TYPE_CHECKING:
+    import httpx2
+    import openai
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +130,14 @@ def unavailable_reason() -> str | None:
 
 
 @functools.cache
+def sdk() -> ModuleType:
+    """The openai SDK, imported on first use."""
+    import openai
+
+    return openai
+
+
+@functools.cache
 def tls_context() -> ssl.SSLContext:
     """The CA bundle, loaded once per process: loading it for each client cost 0.2–0.3 s a job."""
     return ssl.create_default_context(cafile=certifi.where())
@@ -138,6 +152,9 @@ def warm_up() -> None:
     """
     import encodings.idna  # noqa: F401  (host names; imported by the first real request)
 
+    import httpx2
+
+    openai = sdk()
     openai.DefaultHttpxClient(verify=tls_context()).close()
 
     def canned(request: httpx2.Request) -> httpx2.Response:
@@ -163,6 +180,7 @@ def _client(base_url: str | None, api_key: str, timeout_s: float) -> openai.Open
     connection). Keyed by process too: a forked work horse must not share its parent's sockets.
     No retries of its own: retrying is the job's decision."""
     key = (os.getpid(), base_url, api_key, timeout_s)
+    openai = sdk()
     with _clients_lock:
         client = _clients.get(key)
         if client is None:
@@ -181,6 +199,7 @@ def complete(model: ChatModel, messages: Sequence[dict[str, str]],
         raise LlmNotConfigured(f"model {model.name!r}: {key_env} is not set")
     base_url = model.base_url or os.environ.get(DEFAULT_BASE_URL_ENV) or None
     client = _client(base_url, api_key, timeout_s)
+    openai = sdk()
     try:
         response = client.chat.completions.create(model=model.model, messages=list(messages))
     # APITimeoutError is an APIConnectionError: it must be told apart first.

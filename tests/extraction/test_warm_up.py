@@ -99,3 +99,13 @@ def test_the_sdk_warm_up_sends_nothing_over_the_network(llm):
 
     client.warm_up()
     assert llm.requests == []
+
+
+def test_a_web_process_does_not_load_the_model_sdk():
+    """Web processes and commands never call a model: the openai SDK (~0.5 s to import, and
+    its memory) is loaded by the first process that does, or a worker's warm-up."""
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys, wsgi; print(sorted(m for m in ('openai', 'httpx2')"
+                               " if m in sys.modules))"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.strip().splitlines()[-1] == "[]"
