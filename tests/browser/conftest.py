@@ -16,13 +16,13 @@ from flask import Flask
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from werkzeug.serving import make_server
 
+from tests.browser.screens import ARTIFACTS
 from tests.conftest import PASSWORD, Accounts
 from tests.page_support import PageSession, speed_up
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run", "--disable-sync"]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 # Generous: the suite runs in 4 processes on 2 cores next to browsers, servers and clusters; a
 # wait that passes returns as soon as its condition holds, so only a failure waits this long.
 TIMEOUT_MS = 10_000

@@ -13,13 +13,15 @@ from pathlib import Path
 from playwright.sync_api import Page
 
 ROOT = Path(__file__).resolve().parents[2]
+# Where every screenshot of a run goes (gitignored), these and the `shot` fixture's alike.
+ARTIFACTS = ROOT / "test-artifacts"
 
 
 def destination() -> Path:
     """docs/screenshots/ when asked to refresh them, else test-artifacts/."""
     if os.environ.get("MEMORY_UPDATE_SCREENSHOTS") == "1":
         return ROOT / "docs" / "screenshots"
-    return ROOT / "test-artifacts"
+    return ARTIFACTS
 
 
 def keep(page: Page, name: str, device: str, *, full_page: bool = False) -> None:
