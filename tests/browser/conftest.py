@@ -111,7 +111,7 @@ def log_in(page: Page, username: str) -> None:
     page.goto("/login")
     page.get_by_label("用户名").fill(username)
     page.get_by_label("密码").fill(PASSWORD)
-    page.get_by_role("button", name="登录").click()
+    page.get_by_role("button", name="登录", exact=True).click()
     page.wait_for_url("**/settings/memory")
 
 

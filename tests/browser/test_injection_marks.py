@@ -46,7 +46,7 @@ def test_the_marks_the_count_and_the_preview_follow_every_change(page: Page, ali
     expect(page.locator("#preview-body")).to_contain_text("用户偏好 9")
     expect(page.locator(f"#memory-{users[1]} .beyond-cap")).to_be_visible()
 
-    page.locator(f"#memory-{users[9]}").get_by_role("button", name="忽略").click()
+    page.locator(f"#memory-{users[9]}").get_by_role("button", name="忽略", exact=True).click()
     expect(page.locator("#memory-usage")).to_contain_text("已用 9 / 200")
     expect(page.locator("#preview-body")).to_contain_text("另有 1 条生效中的记忆超出注入上限")
     # The dismissed row leaves the open preview, and the next oldest row moves within the cap.
@@ -54,16 +54,16 @@ def test_the_marks_the_count_and_the_preview_follow_every_change(page: Page, ali
     expect(page.locator(f"#memory-{users[1]} .beyond-cap")).to_have_count(0)
     expect(page.locator(f"#memory-{users[0]} .beyond-cap")).to_be_visible()
 
-    page.locator(f"#memory-{users[9]}").get_by_role("button", name="撤销").click()
+    page.locator(f"#memory-{users[9]}").get_by_role("button", name="撤销", exact=True).click()
     expect(page.locator("#memory-usage")).to_contain_text("已用 10 / 200")
     expect(page.locator(f"#memory-{users[1]} .beyond-cap")).to_be_visible()
     expect(page.locator("#preview-body")).to_contain_text("用户偏好 9")
 
     # An edit makes a marked row the newest: it is sent, and the oldest sent one is not.
     row = page.locator(f"#memory-{users[0]}")
-    row.get_by_role("button", name="编辑").click()
+    row.get_by_role("button", name="编辑", exact=True).click()
     row.locator("textarea").fill("用户偏好 0,改过")
-    row.get_by_role("button", name="保存").click()
+    row.get_by_role("button", name="保存", exact=True).click()
     expect(row.locator(".beyond-cap")).to_have_count(0)
     expect(page.locator(f"#memory-{users[2]} .beyond-cap")).to_be_visible()
     expect(page.locator("#preview-body")).to_contain_text("用户偏好 0,改过")

@@ -17,7 +17,7 @@ def test_failed_login_keeps_the_username(page: Page, users: Accounts,
     page.goto("/login")
     page.get_by_label("用户名").fill("alice")
     page.get_by_label("密码").fill("wrong")
-    page.get_by_role("button", name="登录").click()
+    page.get_by_role("button", name="登录", exact=True).click()
     expect(page.get_by_role("alert")).to_be_visible()
     expect(page.get_by_label("用户名")).to_have_value("alice")
     expect(page.get_by_role("alert")).to_have_text("用户名或密码错误,请重新输入密码。")

@@ -19,9 +19,9 @@ def test_a_long_edit_shows_in_history_what_changed(page: Page, alice_id: int, st
     item = store.add(alice_id, LONG)
     page.goto("/settings/memory")
     row = page.locator(f"#memory-{item}")
-    row.get_by_role("button", name="编辑").click()
+    row.get_by_role("button", name="编辑", exact=True).click()
     row.locator("textarea").fill(LONG.replace("值班同学", "发布负责人", 1))
-    row.get_by_role("button", name="保存").click()
+    row.get_by_role("button", name="保存", exact=True).click()
     expect(page.locator("#toast")).to_contain_text("已保存")
     row.get_by_text("来源与历史").click()
     change = row.locator(".changes li").last
@@ -42,13 +42,15 @@ def test_a_long_memory_is_clamped_on_a_phone_with_expand(page: Page, alice_id: i
     text = page.locator(f"#memory-{long} .memory-content")
     box = text.bounding_box()
     assert box is not None and box["height"] < 160
-    expand = page.locator(f"#memory-{long}").get_by_role("button", name="展开")
-    expect(page.locator(f"#memory-{short}").get_by_role("button", name="展开")).to_have_count(0)
+    expand = page.locator(f"#memory-{long}").get_by_role("button", name="展开", exact=True)
+    short_expand = page.locator(f"#memory-{short}").get_by_role("button", name="展开", exact=True)
+    expect(short_expand).to_have_count(0)
     keep(page, "long-memory-clamped", "phone")
     expand.click()
     box = text.bounding_box()
     assert box is not None and box["height"] > 250
-    expect(page.locator(f"#memory-{long}").get_by_role("button", name="收起")).to_be_visible()
+    collapse = page.locator(f"#memory-{long}").get_by_role("button", name="收起", exact=True)
+    expect(collapse).to_be_visible()
 
 
 def test_an_agents_memory_the_user_edited_says_so(page: Page, alice_id: int, store: Store):
@@ -57,9 +59,9 @@ def test_an_agents_memory_the_user_edited_says_so(page: Page, alice_id: int, sto
     page.goto("/settings/memory")
     row = page.locator(f"#memory-{auto}")
     expect(row.locator(".badge")).to_have_text("自动")
-    row.get_by_role("button", name="编辑").click()
+    row.get_by_role("button", name="编辑", exact=True).click()
     row.locator("textarea").fill("我改过的")
-    row.get_by_role("button", name="保存").click()
+    row.get_by_role("button", name="保存", exact=True).click()
     expect(row.locator(".badge")).to_have_text("自动 · 已编辑")
     page.reload()
     expect(row.locator(".badge")).to_have_text("自动 · 已编辑")

@@ -12,7 +12,7 @@ from tests.page_support import Store
 
 
 def _open_dialog(page: Page) -> Locator:
-    page.get_by_role("button", name="新增记忆").click()
+    page.get_by_role("button", name="新增记忆", exact=True).click()
     dialog = page.get_by_role("dialog", name="新增记忆")
     expect(dialog).to_be_visible()
     return dialog
@@ -31,7 +31,7 @@ def test_double_click_on_save_sends_one_request(page: Page, alice_id: int, store
     page.goto("/settings/memory")
     dialog = _open_dialog(page)
     dialog.get_by_label("内容").fill("回答请用中文")
-    dialog.get_by_role("button", name="保存").dblclick()
+    dialog.get_by_role("button", name="保存", exact=True).dblclick()
     expect(dialog).to_be_hidden()
     expect(page.locator("li.memory-row")).to_have_count(1)
     expect(page.get_by_role("alert")).to_have_count(0)
@@ -47,10 +47,10 @@ def test_the_add_dialog_opens_fresh_each_time(page: Page, alice_id: int, store: 
     page.goto("/settings/memory")
     dialog = _open_dialog(page)
     dialog.get_by_label("内容").fill("回答请用中文")
-    dialog.get_by_role("button", name="保存").click()
+    dialog.get_by_role("button", name="保存", exact=True).click()
     expect(dialog.get_by_role("alert")).to_contain_text("已有相同内容的记忆")
     shot("add-dialog-refused")
-    dialog.get_by_role("button", name="取消").click()
+    dialog.get_by_role("button", name="取消", exact=True).click()
     expect(dialog).to_be_hidden()
     dialog = _open_dialog(page)
     expect(dialog.get_by_label("内容")).to_have_value("")
@@ -80,7 +80,7 @@ def test_project_picker_offers_own_and_reported_projects_and_takes_a_new_one(
     dialog.get_by_label("内容").fill("这个新项目用 Deno")
     project.fill("brand-new")
     shot("project-picker")
-    dialog.get_by_role("button", name="保存").click()
+    dialog.get_by_role("button", name="保存", exact=True).click()
     expect(dialog).to_be_hidden()
     made = [m for m in store.of(alice_id) if m["content"] == "这个新项目用 Deno"]
     assert [(m["scope"], m["projectKey"]) for m in made] == [("PROJECT", "brand-new")]
@@ -91,7 +91,7 @@ def test_save_is_disabled_only_when_it_can_only_fail(page: Page, alice_id: int,
                                                      shot: Callable[[str], None]):
     page.goto("/settings/memory")
     dialog = _open_dialog(page)
-    save = dialog.get_by_role("button", name="保存")
+    save = dialog.get_by_role("button", name="保存", exact=True)
     content = dialog.get_by_label("内容")
     expect(save).to_be_disabled()
     content.fill("  \n ")

@@ -17,7 +17,7 @@ def _open(page: Page) -> None:
 
 
 def _open_dialog(page: Page):
-    page.get_by_role("button", name="新增记忆").click()
+    page.get_by_role("button", name="新增记忆", exact=True).click()
     dialog = page.get_by_role("dialog", name="新增记忆")
     expect(dialog).to_be_visible()
     return dialog
@@ -29,7 +29,7 @@ def test_login_lands_on_my_memory_with_an_explained_empty_state(page: Page, user
     expect(page).to_have_url(re.compile(r"/login\?next=/settings/memory$"))
     page.get_by_label("用户名").fill("alice")
     page.get_by_label("密码").fill("wrong")
-    page.get_by_role("button", name="登录").click()
+    page.get_by_role("button", name="登录", exact=True).click()
     expect(page.get_by_role("alert")).to_have_text("用户名或密码错误,请重新输入密码。")
     log_in(page, "alice")
     expect(page.get_by_role("heading", name="我的记忆")).to_be_visible()
@@ -42,7 +42,7 @@ def test_added_user_memory_is_listed(page: Page, alice_id: int, store: Store):
     dialog = _open_dialog(page)
     dialog.get_by_label("内容").fill("回答请用中文")
     expect(dialog.locator("output")).to_have_text("6 / 500")
-    dialog.get_by_role("button", name="保存").click()
+    dialog.get_by_role("button", name="保存", exact=True).click()
     expect(dialog).to_be_hidden()
     row = page.locator(".memory-row").first
     expect(row.locator(".memory-content")).to_have_text("回答请用中文")
@@ -70,7 +70,7 @@ def test_project_memory_picks_a_project(page: Page, alice_id: int, store: Store)
     assert offered == ["mao", "zeta"]
     project.fill("zeta")
     dialog.get_by_label("内容").fill("测试用 Vitest")
-    dialog.get_by_role("button", name="保存").click()
+    dialog.get_by_role("button", name="保存", exact=True).click()
     expect(dialog).to_be_hidden()
     expect(page.locator(".memory-row").first).to_contain_text("项目 · zeta")
     [item] = store.of(alice_id)
@@ -83,21 +83,21 @@ def test_refused_memory_keeps_what_was_typed_in_the_dialog(page: Page, alice_id:
     _open(page)
     dialog = _open_dialog(page)
     dialog.get_by_label("内容").fill("回答请用中文")
-    dialog.get_by_role("button", name="保存").click()
+    dialog.get_by_role("button", name="保存", exact=True).click()
     expect(dialog.get_by_role("alert")).to_contain_text("已有相同内容的记忆")
     expect(dialog.get_by_label("内容")).to_have_value("回答请用中文")
     too_long = "长" * 501
     dialog.get_by_label("内容").fill(too_long)
     expect(dialog.locator("output")).to_have_text("501 / 500")
     expect(dialog.locator("output")).to_have_class("over")
-    expect(dialog.get_by_role("button", name="保存")).to_be_disabled()
+    expect(dialog.get_by_role("button", name="保存", exact=True)).to_be_disabled()
     expect(dialog.get_by_label("内容")).to_have_value(too_long)
     assert len(store.of(alice_id)) == 1
 
 
 def test_add_dialog_works_from_the_keyboard(page: Page, alice_id: int):
     _open(page)
-    page.get_by_role("button", name="新增记忆").focus()
+    page.get_by_role("button", name="新增记忆", exact=True).focus()
     page.keyboard.press("Enter")
     dialog = page.get_by_role("dialog", name="新增记忆")
     expect(dialog).to_be_visible()
@@ -110,18 +110,18 @@ def test_inline_edit_saves_only_that_row(page: Page, alice_id: int, store: Store
     first, second = store.add_many(alice_id, ["第一条", "第二条"])
     _open(page)
     row = page.locator(f"#memory-{first}")
-    row.get_by_role("button", name="编辑").click()
+    row.get_by_role("button", name="编辑", exact=True).click()
     box = row.get_by_label("编辑内容")
     expect(box).to_be_focused()
     box.fill("改过的第一条")
-    row.get_by_role("button", name="保存").click()
+    row.get_by_role("button", name="保存", exact=True).click()
     expect(row.locator(".memory-content")).to_have_text("改过的第一条")
     expect(page.locator(f"#memory-{second} .memory-content")).to_have_text("第二条")
     assert store.get(first)["content"] == "改过的第一条"
     # 取消 puts the row back as it was.
-    row.get_by_role("button", name="编辑").click()
+    row.get_by_role("button", name="编辑", exact=True).click()
     row.get_by_label("编辑内容").fill("不要这个")
-    row.get_by_role("button", name="取消").click()
+    row.get_by_role("button", name="取消", exact=True).click()
     expect(row.locator(".memory-content")).to_have_text("改过的第一条")
 
 
@@ -130,17 +130,17 @@ def test_dismissed_memory_is_under_dismissed_and_can_be_restored(page: Page, ali
     item = store.add(alice_id, "要忽略的")
     _open(page)
     row = page.locator(f"#memory-{item}")
-    row.get_by_role("button", name="忽略").click()
+    row.get_by_role("button", name="忽略", exact=True).click()
     expect(row).to_contain_text("已忽略「要忽略的」,Agent 不再使用它。")
     page.get_by_role("link", name="已忽略").click()
     expect(page).to_have_url(re.compile(r"/settings/memory\?status=DISMISSED$"))
-    expect(row.get_by_role("button", name="恢复")).to_be_visible()
+    expect(row.get_by_role("button", name="恢复", exact=True)).to_be_visible()
     page.reload()
-    expect(row.get_by_role("button", name="恢复")).to_be_visible()
-    row.get_by_role("button", name="恢复").click()
+    expect(row.get_by_role("button", name="恢复", exact=True)).to_be_visible()
+    row.get_by_role("button", name="恢复", exact=True).click()
     expect(row).to_contain_text("已恢复「要忽略的」,Agent 会再次使用它。")
     page.get_by_role("link", name="生效中").click()
-    expect(row.get_by_role("button", name="忽略")).to_be_visible()
+    expect(row.get_by_role("button", name="忽略", exact=True)).to_be_visible()
     assert store.get(item)["status"] == "ACTIVE"
 
 
@@ -183,9 +183,9 @@ def test_script_content_is_rendered_as_text(page: Page, alice_id: int, store: St
     typed = "<script>window.pwned = 3</script>"
     dialog = _open_dialog(page)
     dialog.get_by_label("内容").fill(typed)
-    dialog.get_by_role("button", name="保存").click()
+    dialog.get_by_role("button", name="保存", exact=True).click()
     expect(page.locator(".memory-row").first.locator(".memory-content")).to_have_text(typed)
-    page.locator(f"#memory-{item}").get_by_role("button", name="编辑").click()
+    page.locator(f"#memory-{item}").get_by_role("button", name="编辑", exact=True).click()
     expect(page.locator(f"#memory-{item}").get_by_label("编辑内容")).to_have_value(stored)
     assert page.evaluate("window.pwned") is None
 

@@ -34,35 +34,35 @@ def test_refusals_read_in_chinese_where_the_person_acted(page: Page, app: Flask,
     page.goto("/settings/memory")
     # Content that is nothing but an ideographic space is empty.
     row = page.locator(f"#memory-{item}")
-    row.get_by_role("button", name="编辑").click()
+    row.get_by_role("button", name="编辑", exact=True).click()
     row.get_by_label("编辑内容").fill("\u3000")
-    row.get_by_role("button", name="保存").click()
+    row.get_by_role("button", name="保存", exact=True).click()
     assert "不能为空" in _reads_chinese(row.get_by_role("alert"))
-    row.get_by_role("button", name="取消").click()
+    row.get_by_role("button", name="取消", exact=True).click()
     # A memory deleted meanwhile.
     with app.app_context():
         service.delete_item(alice_id, gone)
         db.session.remove()
-    page.locator(f"#memory-{gone}").get_by_role("button", name="编辑").click()
+    page.locator(f"#memory-{gone}").get_by_role("button", name="编辑", exact=True).click()
     toast = page.locator("#toast").get_by_role("alert")
     assert "已不存在" in _reads_chinese(toast)
     expect(toast).to_be_in_viewport()
     # A page open for so long that its CSRF token no longer matches.
     page.evaluate("document.body.setAttribute('hx-headers', "
                   "JSON.stringify({'X-CSRF-Token': 'expired'}))")
-    row.get_by_role("button", name="忽略").click()
+    row.get_by_role("button", name="忽略", exact=True).click()
     assert "页面已过期" in _reads_chinese(toast)
     expect(toast).to_be_in_viewport()
     shot("refused-expired-page")
     assert store.get(item)["status"] == "ACTIVE"
     # A bot channel is not a project.
     page.reload()
-    page.get_by_role("button", name="新增记忆").click()
+    page.get_by_role("button", name="新增记忆", exact=True).click()
     dialog = page.get_by_role("dialog", name="新增记忆")
     dialog.get_by_label("范围").select_option("PROJECT")
     dialog.get_by_label("项目", exact=True).fill("weixin-bot")
     dialog.get_by_label("内容").fill("机器人的记忆")
-    dialog.get_by_role("button", name="保存").click()
+    dialog.get_by_role("button", name="保存", exact=True).click()
     assert "机器人" in _reads_chinese(dialog.get_by_role("alert"))
     shot("refused-bot-project")
 

@@ -21,15 +21,15 @@ def test_an_over_long_text_says_why_it_cannot_be_saved(page: Page, alice_id: int
     item = store.add(alice_id, "原来的内容")
     page.goto("/settings/memory")
     row = page.locator(f"#memory-{item}")
-    row.get_by_role("button", name="编辑").click()
+    row.get_by_role("button", name="编辑", exact=True).click()
     row.locator("textarea").fill("长" * 520)
     expect(row.locator(".counter-why")).to_have_text("超出 20 字:内容最多 500 字,删减后才能保存。")
-    expect(row.get_by_role("button", name="保存")).to_be_disabled()
+    expect(row.get_by_role("button", name="保存", exact=True)).to_be_disabled()
     keep(page, "over-long-edit", "default")
     row.locator("textarea").fill("长" * 500)
     expect(row.locator(".counter-why")).to_be_hidden()
 
-    page.get_by_role("button", name="新增记忆").click()
+    page.get_by_role("button", name="新增记忆", exact=True).click()
     page.locator("#memory-content").fill("字" * 505)
     expect(page.locator("#memory-content-why")).to_have_text(
         "超出 5 字:内容最多 500 字,删减后才能保存。")

@@ -50,14 +50,14 @@ def test_a_long_project_key_wraps_and_the_page_fits_the_screen(page: Page, alice
     assert page.evaluate(PAGE_WIDTH) <= _screen(page)
     keep(page, "phone-long-key", device, full_page=True)
 
-    page.get_by_role("button", name="新增记忆").click()
+    page.get_by_role("button", name="新增记忆", exact=True).click()
     expect(page.locator("#memory-dialog")).to_be_visible()
     _within_window(page, "#memory-dialog")
-    page.locator("#memory-dialog").get_by_role("button", name="取消").click()
+    page.locator("#memory-dialog").get_by_role("button", name="取消", exact=True).click()
 
     row = page.locator("li.memory-row").first
-    row.get_by_role("button", name="编辑").click()
-    row.get_by_role("button", name="保存").click()
+    row.get_by_role("button", name="编辑", exact=True).click()
+    row.get_by_role("button", name="保存", exact=True).click()
     expect(page.locator("#toast .toast-message")).to_be_visible()
     _within_window(page, "#toast .toast-message")
 
@@ -98,14 +98,14 @@ def test_the_toast_leaves_the_row_acted_on_in_reach(page: Page, alice_id: int, s
     height = page.evaluate("window.innerHeight")
     target = None
     for n in range(rows.count()):
-        box = rows.nth(n).get_by_role("button", name="编辑").bounding_box()
+        box = rows.nth(n).get_by_role("button", name="编辑", exact=True).bounding_box()
         if box and box["y"] + box["height"] <= height:
             target = rows.nth(n)
     assert target is not None
-    target.get_by_role("button", name="编辑").click()
+    target.get_by_role("button", name="编辑", exact=True).click()
     target.locator("textarea").fill("改过的内容")
-    target.get_by_role("button", name="保存").click()
-    undo = target.get_by_role("button", name="编辑")
+    target.get_by_role("button", name="保存", exact=True).click()
+    undo = target.get_by_role("button", name="编辑", exact=True)
     expect(undo).to_be_focused()
     expect(page.locator("#toast .toast-message")).to_be_visible()
     page.wait_for_timeout(100)
@@ -120,9 +120,9 @@ def test_a_notice_with_a_link_stays_until_used(page: Page, alice_id: int, store:
     store.add(alice_id, "已忽略的那条", status="DISMISSED")
     page.clock.install()
     page.goto("/settings/memory?status=DISMISSED")
-    page.get_by_role("button", name="新增记忆").click()
+    page.get_by_role("button", name="新增记忆", exact=True).click()
     page.locator("#memory-content").fill("新加的一条")
-    page.locator("#memory-dialog").get_by_role("button", name="保存").click()
+    page.locator("#memory-dialog").get_by_role("button", name="保存", exact=True).click()
     link = page.locator("#toast").get_by_role("link", name="去看看")
     expect(link).to_be_visible()
     page.clock.run_for(20_000)
@@ -153,10 +153,10 @@ def test_a_tapped_button_does_not_stay_highlighted(page: Page, alice_id: int, st
     store.add(alice_id, "一条记忆")
     page.goto("/settings/memory")
     assert page.evaluate(HOVER_RULES_ON_TOUCH) == []
-    opener = page.get_by_role("button", name="新增记忆")
+    opener = page.get_by_role("button", name="新增记忆", exact=True)
     plain = opener.evaluate("el => getComputedStyle(el).backgroundColor")
     opener.tap()
-    page.locator("#memory-dialog").get_by_role("button", name="取消").tap()
+    page.locator("#memory-dialog").get_by_role("button", name="取消", exact=True).tap()
     expect(page.locator("#memory-dialog")).to_be_hidden()
     assert opener.evaluate("el => getComputedStyle(el).backgroundColor") == plain
 
