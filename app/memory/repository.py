@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 
 from app.auth.models import User
-from app.database import Statement, batch, batch_in_session, hot_engines
+from app.database import Statement, batch, batch_in_session, hot_engines, retry_conflicts
 from app.db_types import upsert
 from app.extensions import db
 from app.memory.models import MemoryItem, UserMemoryPreference
@@ -220,9 +220,11 @@ INJECTED_USER_IDS = _injected(MemoryItem.id, project=False)
 INJECTED_PROJECT_IDS = _injected(MemoryItem.id, project=True)
 
 
+@retry_conflicts
 def injection_rows(user_id: int, project_key: str | None) -> list[tuple]:
     """(scope, project_key, content) to inject: PROJECT rows first, then USER, newest first.
-    Both reads in one round trip of the read engine (autocommit: no transaction to end)."""
+    Both reads in one round trip of the read engine (autocommit: no transaction to end), read
+    again on a fresh connection when the pooled one turned out dead (a database restart)."""
     with hot_engines().reads.connect() as conn:
         if project_key is None:
             (user,) = batch(conn, (INJECT_USER_ROWS, {"user_id": user_id}))

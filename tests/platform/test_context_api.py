@@ -123,10 +123,14 @@ def _kill_connections_of_test_database(app):
 
 def test_killed_database_connections_do_not_fail_the_next_read(app, platform, alice,
                                                                 memories):
+    """As after a database restart: the pooled connections are dead. The next read that must
+    go to the database (a change made the cached block stale) finds one, and is answered."""
     memories.add(alice.user_id, "user fact")
     assert context(platform, alice.user_id)["memories"]
     assert _kill_connections_of_test_database(app)
-    assert [m["content"] for m in context(platform, alice.user_id)["memories"]] == ["user fact"]
+    memories.add(alice.user_id, "newer fact")
+    assert [m["content"] for m in context(platform, alice.user_id)["memories"]] == [
+        "newer fact", "user fact"]
     assert_ok(alice.get("/api/v1/memory"))
 
 
