@@ -7,7 +7,6 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from flask import Flask
 from flask.testing import FlaskClient
 
 from tests.page_support import PageSession
@@ -58,10 +57,11 @@ def test_a_wrong_address_under_the_api_keeps_the_envelope(client: FlaskClient, p
     assert response.get_json()["code"] == 2001
 
 
-def test_a_crash_on_a_page_is_a_chinese_page_and_under_the_api_the_envelope(app: Flask):
+def test_a_crash_on_a_page_is_a_chinese_page_and_under_the_api_the_envelope(make_app):
     def crash():
         raise RuntimeError("boom")
 
+    app = make_app()  # a new app: routes are added before its first request
     app.add_url_rule("/crash", "crash", crash)
     app.add_url_rule("/api/v1/crash", "api_crash", crash)
     client = app.test_client()
