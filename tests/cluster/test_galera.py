@@ -376,7 +376,10 @@ def test_losing_a_node_under_load_loses_no_delivery_memory_or_fresh_read(
     progress = threading.Semaphore(0)
 
     with (gunicorn(tmp_path, "web-a", **env) as web_a, gunicorn(tmp_path, "web-b", **env) as web_b,
-          worker_processes(2, tmp_path, fork=False, DATABASE_URL=galera_schema.url())):
+          # As many attempts as production's schedule (5, 30, 120 s), shorter: a job that meets
+          # the lost node and then a certification conflict while it rejoins has two more.
+          worker_processes(2, tmp_path, fork=False, DATABASE_URL=galera_schema.url(),
+                           MEMORY_RETRY_DELAYS_S="1,2,4")):
         wait_until(lambda: registered_workers() == 2, 60, "two registered workers")
         webs = (web_a.url, web_b.url)
         done = threading.Event()
