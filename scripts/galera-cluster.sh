@@ -155,15 +155,19 @@ case "${1:-}" in
     echo "DATABASE_URL=mysql+pymysql://root@$HOST:$PROXY_PORT/memory?charset=utf8mb4"
     ;;
   stop)
+    # The data directory goes with the cluster, so a clean shutdown (seconds a node, flushing
+    # what is deleted next) buys nothing: SIGKILL, then wait for the processes to be gone.
     [ -f "$DIR/haproxy.pid" ] && kill "$(cat "$DIR/haproxy.pid")" 2>/dev/null || true
     for n in 3 2 1; do
       pid=$(node_pid "$n")
-      [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+      [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
     done
     for n in 3 2 1; do
       pid=$(node_pid "$n")
-      for _ in $(seq 120); do [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-      [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
+      for _ in $(seq 100); do
+        [ -n "$pid" ] && [ -n "$(ps -o stat= -p "$pid" | grep -v '^Z')" ] || break
+        sleep 0.05
+      done
     done
     rm -rf "$DIR"
     ;;
