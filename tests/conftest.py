@@ -282,7 +282,8 @@ class DefaultApp:
 
     def _shape(self, app: Flask) -> tuple[Any, ...]:
         return (copy.deepcopy(dict(app.config)), dict(app.extensions),
-                len(app.url_map._rules), app.instance_path, app.jinja_env.globals.copy())
+                [rule.rule for rule in app.url_map.iter_rules()], app.instance_path,
+                app.jinja_env.globals.copy())
 
     def get(self) -> Flask:
         if self.app is None:
@@ -302,13 +303,11 @@ class DefaultApp:
             self.app = None
 
 
-_default_app = DefaultApp()
-
-
 @pytest.fixture(scope="session")
 def default_app(migrated_database: str) -> Iterator[DefaultApp]:
-    yield _default_app
-    _default_app.close()
+    shared = DefaultApp()
+    yield shared
+    shared.close()
 
 
 @pytest.fixture
