@@ -1,8 +1,10 @@
-"""The harness's shared app: reused while no test changes it, replaced as soon as one does."""
+"""The harness: its shared app (reused while no test changes it, replaced as soon as one does)
+and its snapshot of the database ("nothing changed")."""
 
 from __future__ import annotations
 
-from tests.conftest import DefaultApp
+from app.extensions import db
+from tests.conftest import DefaultApp, snapshot
 
 
 def test_the_default_app_is_reused_by_the_next_test_when_nothing_changed_it():
@@ -46,3 +48,13 @@ def test_a_test_that_left_something_behind_gets_the_app_replaced():
     first = shared.get()
     shared.after_test(clean=False)
     assert shared.get() is not first
+
+
+def test_a_snapshot_sees_a_row_added_to_any_table(app, memories, users):
+    before = snapshot(app)
+    assert set(before) == {table.name for table in db.metadata.sorted_tables}
+    alice = users.user("alice")
+    after_user = snapshot(app)
+    assert after_user != before
+    memories.add(alice, "报告用中文")
+    assert snapshot(app)["memory_item"] != after_user["memory_item"]
