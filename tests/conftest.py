@@ -25,6 +25,7 @@ from flask_migrate import upgrade
 from app import create_app
 from app.auth import service as accounts
 from app.auth.models import User
+from app.database import batch
 from app.db_types import utcnow
 from app.extensions import db
 from tests.redis_server import RedisServer
@@ -536,8 +537,6 @@ def snapshot(app: Flask) -> dict[str, list[tuple]]:
     """Every row of every table of the schema, in a stable order: compared before and after a
     refused request ("nothing changed"), a table added later included. A token's last use is
     left out (see BOOKKEEPING_COLUMNS). All tables in one round trip and one transaction."""
-    from app.database import batch
-
     reads = _snapshot_reads()
     with app.app_context(), db.engine.connect() as conn:
         found = batch(conn, *((read, {}) for _, read in reads))

@@ -7,6 +7,7 @@ their output in files a test can read and a failure can show.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import socket
@@ -41,6 +42,15 @@ def app_in(instance_path: str) -> Flask:
     jobs.init_app(app)
     app.instance_path = instance_path
     return app
+
+
+@functools.cache
+def modules_after_import_wsgi() -> frozenset[str]:
+    """The modules a new process holds once it has imported `wsgi`, as every web process, worker
+    and command starts (asked once per test process)."""
+    result = subprocess.run([sys.executable, "-c", "import sys, wsgi; print(*sys.modules)"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    return frozenset(result.stdout.strip().splitlines()[-1].split())
 
 
 def free_port() -> int:
