@@ -20,6 +20,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 from flask import Flask
 from werkzeug.serving import make_server
@@ -136,10 +137,27 @@ def gunicorn(log_dir: Path, name: str, **env: str) -> Iterator[Served]:
         yield served
 
 
+def _closed_before_sending(app: WSGIApplication) -> WSGIApplication:
+    """`app` with each body read whole and its iterable closed before the server sends it.
+
+    werkzeug's development server closes the iterable only after reading what is left on the
+    socket, and that read raises when the client has reset the connection (a browser cancelling
+    a favicon it no longer needs): the file of a static response is then left open, and the
+    ResourceWarning it raises when collected fails whichever test is running."""
+    def served(environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
+        iterable = app(environ, start_response)
+        try:
+            return [b"".join(iterable)]
+        finally:
+            if hasattr(iterable, "close"):
+                iterable.close()
+    return served
+
+
 @contextlib.contextmanager
 def in_thread(app: Flask) -> Iterator[str]:
     """`app` on a free port of 127.0.0.1, served from a thread of this process; its URL."""
-    server = make_server("127.0.0.1", 0, app, threaded=True)
+    server = make_server("127.0.0.1", 0, _closed_before_sending(app), threaded=True)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                               daemon=True)
     thread.start()

@@ -6,7 +6,6 @@ the system's /usr/bin/chromium is the browser (`apt-get install -y chromium`).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,11 +13,11 @@ from typing import Any
 import pytest
 from flask import Flask
 from playwright.sync_api import Browser, Page, expect, sync_playwright
-from werkzeug.serving import make_server
 
 from tests.browser.screens import ARTIFACTS
 from tests.conftest import PASSWORD, Accounts
 from tests.page_support import PageSession, speed_up
+from tests.serving import in_thread
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -47,15 +46,8 @@ def fast_pages(app: Flask, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def live_server(app: Flask) -> Iterator[str]:
     """The test app on a free port of 127.0.0.1, for this test only."""
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    # A short poll so shutdown at the end of each test is quick.
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    thread.join()
-    server.server_close()
+    with in_thread(app) as url:
+        yield url
 
 
 # The screens a person uses: a desktop window, and a phone (touch, no hover).
