@@ -154,8 +154,49 @@ def _closed_before_sending(app: WSGIApplication) -> WSGIApplication:
     return served
 
 
+class AppsInTurn:
+    """A WSGI app handing each request to the app of the test running now.
+
+    One server per test process serves every test on one origin, so a browser can keep its
+    contexts from test to test. Between tests it answers 503, and `serving` waits until its
+    test's requests have finished before it hands over, so none reaches the next test's tables.
+    """
+
+    def __init__(self) -> None:
+        self._app: WSGIApplication | None = None
+        self._in_flight = 0
+        self._changed = threading.Condition()
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
+        with self._changed:
+            app = self._app
+            if app is None:
+                start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
+                return [b"between tests"]
+            self._in_flight += 1
+        try:
+            # The body is read here, so the request counts until it has been produced whole.
+            return _closed_before_sending(app)(environ, start_response)
+        finally:
+            with self._changed:
+                self._in_flight -= 1
+                self._changed.notify_all()
+
+    @contextlib.contextmanager
+    def serving(self, app: WSGIApplication, drain_timeout_s: float = 10) -> Iterator[None]:
+        with self._changed:
+            self._app = app
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._app = None
+                drained = self._changed.wait_for(lambda: self._in_flight == 0, drain_timeout_s)
+            assert drained, f"a request was still being served {drain_timeout_s} s after the test"
+
+
 @contextlib.contextmanager
-def in_thread(app: Flask) -> Iterator[str]:
+def in_thread(app: WSGIApplication) -> Iterator[str]:
     """`app` on a free port of 127.0.0.1, served from a thread of this process; its URL."""
     server = make_server("127.0.0.1", 0, _closed_before_sending(app), threaded=True)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
