@@ -1,10 +1,17 @@
-"""The harness: its shared app (reused while no test changes it, replaced as soon as one does)
-and its snapshot of the database ("nothing changed")."""
+"""The harness: its shared app (reused while no test changes it, replaced as soon as one does),
+its snapshot of the database ("nothing changed"), and the fork server its workers start from."""
 
 from __future__ import annotations
 
+import os
+import signal
+from pathlib import Path
+
 from app.extensions import db
+from tests import forked_commands
 from tests.conftest import DefaultApp, snapshot
+from tests.serving import ROOT, process_env
+from tests.workers import registered_workers, wait_until, worker_env
 
 
 def test_the_default_app_is_reused_by_the_next_test_when_nothing_changed_it():
@@ -58,3 +65,27 @@ def test_a_snapshot_sees_a_row_added_to_any_table(app, memories, users):
     assert after_user != before
     memories.add(alice, "报告用中文")
     assert snapshot(app)["memory_item"] != after_user["memory_item"]
+
+
+def test_a_forked_command_reads_its_own_environment_and_exits_with_the_commands_status(
+        tmp_path: Path):
+    """The app reads its environment when imported: in the child, not in the fork server."""
+    metrics = tmp_path / "metrics"
+    command = forked_commands.start(
+        ["--app", "wsgi", "worker"], cwd=ROOT, output=tmp_path / "out.log",
+        env=process_env(MEMORY_LLM_TIMEOUT_S="soon", PROMETHEUS_MULTIPROC_DIR=str(metrics)))
+    assert command.wait(timeout=30) == 1
+    assert "MEMORY_LLM_TIMEOUT_S='soon'" in (tmp_path / "out.log").read_text()
+    assert metrics.is_dir()
+    assert command.pid not in (os.getpid(), os.getppid())
+
+
+def test_a_forked_worker_is_a_process_of_its_own_that_signals_stop(app, tmp_path: Path):
+    command = forked_commands.start(["--app", "wsgi", "worker"], env=worker_env(), cwd=ROOT,
+                                    output=tmp_path / "worker.log")
+    wait_until(lambda: registered_workers() == 1, 30, "the worker to register")
+    assert command.poll() is None
+    command.send_signal(signal.SIGTERM)
+    assert command.wait(timeout=30) == 0  # RQ's warm shutdown
+    assert registered_workers() == 0
+    assert "warm shut down requested" in (tmp_path / "worker.log").read_text()

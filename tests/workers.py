@@ -1,4 +1,5 @@
-"""Real `flask --app wsgi worker` processes on the test database and Redis."""
+"""Real `flask --app wsgi worker` processes on the test database and Redis (started from a fork
+server: `tests.forked_commands`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,7 +15,9 @@ import redis
 from rq import Queue, Worker
 
 from app.extraction.queue import QUEUE_NAME
+from tests import forked_commands
 from tests.conftest import TEST_DATABASE_URL, TEST_REDIS_URL, WEBHOOK_SECRET
+from tests.forked_commands import ForkedCommand
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,32 +32,29 @@ def worker_env(**extra: str) -> dict[str, str]:
 
 @contextlib.contextmanager
 def worker_processes(count: int, log_dir: Path, *, burst: bool = False, fork: bool = True,
-                     **env: str) -> Iterator[list[subprocess.Popen]]:
+                     **env: str) -> Iterator[list[ForkedCommand]]:
     """Start `count` workers (logs in log_dir); on exit stop them (SIGTERM, then SIGKILL)."""
-    command = [sys.executable, "-m", "flask", "--app", "wsgi", "worker"]
+    command = ["--app", "wsgi", "worker"]
     if burst:
         command.append("--burst")
     if not fork:
         command.append("--no-fork")
-    started: list[tuple[subprocess.Popen, object]] = []
+    started: list[ForkedCommand] = []
     try:
         for i in range(count):
-            log = (log_dir / f"worker-{i}.log").open("w")
-            process = subprocess.Popen(command, cwd=ROOT, env=worker_env(**env), stdout=log,
-                                       stderr=subprocess.STDOUT)
-            started.append((process, log))
-        yield [process for process, _ in started]
+            started.append(forked_commands.start(command, env=worker_env(**env), cwd=ROOT,
+                                                 output=log_dir / f"worker-{i}.log"))
+        yield started
     finally:
-        for process, _ in started:
+        for process in started:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
-        for process, log in started:
+        for process in started:
             try:
                 process.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-            log.close()
 
 
 def registered_workers() -> int:
