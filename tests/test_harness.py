@@ -11,7 +11,7 @@ from app.extensions import db
 from tests import forked_commands
 from tests.conftest import DefaultApp, snapshot
 from tests.serving import ROOT, process_env
-from tests.workers import registered_workers, wait_until, worker_env
+from tests.workers import registered_workers, wait_until, worker_env, worker_states
 
 
 def test_the_default_app_is_reused_by_the_next_test_when_nothing_changed_it():
@@ -83,7 +83,8 @@ def test_a_forked_command_reads_its_own_environment_and_exits_with_the_commands_
 def test_a_forked_worker_is_a_process_of_its_own_that_signals_stop(app, tmp_path: Path):
     command = forked_commands.start(["--app", "wsgi", "worker"], env=worker_env(), cwd=ROOT,
                                     output=tmp_path / "worker.log")
-    wait_until(lambda: registered_workers() == 1, 30, "the worker to register")
+    # Idle: RQ installs its SIGTERM handler after registering, before it first waits for a job.
+    wait_until(lambda: worker_states() == ["idle"], 30, "the worker to wait for jobs")
     assert command.poll() is None
     command.send_signal(signal.SIGTERM)
     assert command.wait(timeout=30) == 0  # RQ's warm shutdown

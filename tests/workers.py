@@ -65,6 +65,16 @@ def registered_workers() -> int:
         connection.close()
 
 
+def worker_states() -> list[str]:
+    """The state of each registered worker ("started", "idle", "busy", …)."""
+    connection = redis.Redis.from_url(TEST_REDIS_URL)
+    try:
+        return [worker.get_state() for worker in
+                Worker.all(queue=Queue(QUEUE_NAME, connection=connection))]
+    finally:
+        connection.close()
+
+
 def wait_until(condition: Callable[[], object], timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
