@@ -17,7 +17,6 @@ from rq import Queue, Worker
 from app.extraction.queue import QUEUE_NAME
 from tests import forked_commands
 from tests.conftest import TEST_DATABASE_URL, TEST_REDIS_URL, WEBHOOK_SECRET
-from tests.forked_commands import ForkedCommand
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,14 +31,14 @@ def worker_env(**extra: str) -> dict[str, str]:
 
 @contextlib.contextmanager
 def worker_processes(count: int, log_dir: Path, *, burst: bool = False, fork: bool = True,
-                     **env: str) -> Iterator[list[ForkedCommand]]:
+                     **env: str) -> Iterator[list[forked_commands.ForkedCommand]]:
     """Start `count` workers (logs in log_dir); on exit stop them (SIGTERM, then SIGKILL)."""
     command = ["--app", "wsgi", "worker"]
     if burst:
         command.append("--burst")
     if not fork:
         command.append("--no-fork")
-    started: list[ForkedCommand] = []
+    started: list[forked_commands.ForkedCommand] = []
     try:
         for i in range(count):
             started.append(forked_commands.start(command, env=worker_env(**env), cwd=ROOT,

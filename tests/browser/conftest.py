@@ -120,8 +120,11 @@ class KeptContexts:
         return context.new_page()
 
     def done(self, device: str) -> None:
-        """After a test (its page closed): a context the test changed for good is not kept."""
+        """After a test: pages it opened are closed; a context it changed for good is not kept."""
         context, blank, _ = self._kept[device]
+        for page in context.pages:
+            if page is not blank:
+                page.close()
         if not blank.evaluate(NATIVE_CLOCK):
             del self._kept[device]
             context.close()

@@ -40,9 +40,12 @@ def test_a_page_finds_nothing_the_test_before_left_in_its_context(
     first.goto("/login")
     first.evaluate(LEAVE_EVERYTHING)
     first.context.add_cookies([{"name": "added", "value": "1", "url": live_server}])
+    another = first.context.new_page()
+    another.goto("/login")
     first.close()
     contexts.done("default")
 
+    assert another.is_closed()
     second = contexts.new_page("default")
     assert second.context is first.context  # what the test is about: the kept context
     assert second.context.cookies() == []
