@@ -56,22 +56,25 @@ def worker_processes(count: int, log_dir: Path, *, burst: bool = False, fork: bo
                 process.wait()
 
 
-def registered_workers() -> int:
+@contextlib.contextmanager
+def _registered() -> Iterator[list[Worker]]:
+    """The workers registered on the memory queue, on a connection open while they are read."""
     connection = redis.Redis.from_url(TEST_REDIS_URL)
     try:
-        return len(Worker.all(queue=Queue(QUEUE_NAME, connection=connection)))
+        yield Worker.all(queue=Queue(QUEUE_NAME, connection=connection))
     finally:
         connection.close()
+
+
+def registered_workers() -> int:
+    with _registered() as workers:
+        return len(workers)
 
 
 def worker_states() -> list[str]:
     """The state of each registered worker ("started", "idle", "busy", …)."""
-    connection = redis.Redis.from_url(TEST_REDIS_URL)
-    try:
-        return [worker.get_state() for worker in
-                Worker.all(queue=Queue(QUEUE_NAME, connection=connection))]
-    finally:
-        connection.close()
+    with _registered() as workers:
+        return [worker.get_state() for worker in workers]
 
 
 def wait_until(condition: Callable[[], object], timeout_s: float, what: str) -> None:
