@@ -198,6 +198,7 @@ class UserMemories:
             self._lock()
         item = self.get(item_id, for_update=True)
         now = utcnow()
+        changed = False
         if content is not None:
             digest = Group.of(item.scope, item.project_key).dedup_hash(content)
             clash = self.repository.by_hash(self.user_id, digest)
@@ -205,12 +206,16 @@ class UserMemories:
                 raise DuplicateContent()
             if content != item.content:
                 self._changed(item.id, EventType.EDITED, now, before=item.content, after=content)
+                changed = True
             item.content, item.dedup_hash = content, digest
         if status is not None and status != item.status:
             if restoring:
                 self._ensure_room()
             self._changed(item.id, EventType.RESTORED if restoring else EventType.DISMISSED, now)
             item.status = status.value
+            changed = True
+        if changed:
+            item.version += 1
         item.updated_at = now
         return item
 

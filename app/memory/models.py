@@ -45,6 +45,10 @@ class MemoryItem(db.Model):
                                         server_default="ACTIVE", comment="ACTIVE/DISMISSED")
     dedup_hash: Mapped[str] = mapped_column(
         sa.CHAR(40), nullable=False, comment="SHA-1(scope|project_key|normalized content)")
+    # Raised on every change of content, status, scope or project key, by anyone; a touch
+    # leaves it (SPEC §11): what ETag/If-Match and a job's version-checked actions compare.
+    version: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=1,
+                                         server_default="1")
     origin_session_id: Mapped[int | None] = mapped_column(
         sa.BigInteger, comment="session an AUTO row was extracted from")
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
@@ -60,6 +64,7 @@ class MemoryItem(db.Model):
             "content": self.content,
             "source": self.source,
             "status": self.status,
+            "version": self.version,
             "originSessionId": self.origin_session_id,
             "createdAt": iso(self.created_at),
             "updatedAt": iso(self.updated_at),

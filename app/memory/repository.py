@@ -400,7 +400,8 @@ DEMOTE = (sa.update(MemoryItem)
           .where(MemoryItem.id == sa.bindparam("item_id"),
                  MemoryItem.user_id == sa.bindparam("user_id"),
                  MemoryItem.status == Status.ACTIVE.value)
-          .values(status=Status.DISMISSED.value, updated_at=sa.bindparam("now")))
+          .values(status=Status.DISMISSED.value, version=MemoryItem.version + 1,
+                  updated_at=sa.bindparam("now")))
 
 
 def _new_row(user_id: int, group: Group, content: str, digest: str, source: Source,
@@ -461,7 +462,8 @@ def rewrite(user_id: int, item_id: int, group: Group, content: str, digest: str,
     """New words for a machine-made ACTIVE row of the group (the conditions re-checked in the
     write itself). IntegrityError when another row says them already."""
     return _update(user_id, item_id, [*_in_group(user_id, group), machine_made()],
-                   content=content, dedup_hash=digest, updated_at=now)
+                   content=content, dedup_hash=digest, version=MemoryItem.version + 1,
+                   updated_at=now)
 
 
 def delete(user_id: int, item_ids: Collection[int], group: Group | None = None) -> int:

@@ -92,6 +92,8 @@ class MemoryItemOut(BaseModel):
     content: str
     source: Source
     status: Status
+    version: int = Field(description="raised by one on every change of content, status, scope "
+                         "or project key; `ETag` and `If-Match` carry it")
     originSessionId: int | None
     createdAt: datetime
     updatedAt: datetime

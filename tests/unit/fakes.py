@@ -30,7 +30,7 @@ SESSION_ID = 77  # the platform session an extraction learns from
 # Seeded rows are older than anything the code under test writes (it stamps utcnow()).
 EPOCH = datetime(2026, 1, 1)
 _COLUMNS = ("id", "user_id", "scope", "project_key", "content", "source", "status",
-            "dedup_hash", "origin_session_id", "created_at", "updated_at")
+            "dedup_hash", "version", "origin_session_id", "created_at", "updated_at")
 
 
 class FakeRepository:
@@ -85,6 +85,7 @@ class FakeRepository:
 
     def _store(self, item: MemoryItem) -> MemoryItem:
         self._unique(item.user_id, item.dedup_hash)
+        item.version = item.version or 1  # the column's default
         item.id = self._next_id
         self._next_id += 1
         self.rows[item.id] = item
@@ -191,6 +192,7 @@ class FakeRepository:
         if stale is None or stale.status != Status.ACTIVE:
             return item_id, False
         stale.status, stale.updated_at = Status.DISMISSED.value, now
+        stale.version += 1
         return item_id, True
 
     def touch(self, user_id: int, item_id: int, now: datetime, group: Group | None = None
@@ -220,6 +222,7 @@ class FakeRepository:
             return False
         self._unique(user_id, digest, but=item_id)
         row.content, row.dedup_hash, row.updated_at = content, digest, now
+        row.version += 1
         return True
 
     def delete(self, user_id: int, item_ids: Collection[int], group: Group | None = None) -> int:

@@ -20,7 +20,7 @@ def create(api, content="输出报告用中文", scope="USER", **extra):
 def test_create_returns_201_with_the_item_shape(alice):
     item = assert_ok(create(alice, "  输出报告用中文\n"), 201)
     assert set(item) == {"id", "userId", "scope", "projectKey", "content", "source", "status",
-                         "originSessionId", "createdAt", "updatedAt"}
+                         "version", "originSessionId", "createdAt", "updatedAt"}
     assert item["userId"] == alice.user_id
     assert (item["scope"], item["projectKey"], item["source"], item["status"]) == \
         ("USER", None, "MANUAL", "ACTIVE")
