@@ -392,10 +392,13 @@ def wording_and_stalest(user_id: int, group: Group, digest: str,
 
 # ---- writes ---------------------------------------------------------------------------------
 
+# `version` as a literal: the batch sends the values it compiled, and a Python-side column
+# default is not one of them.
 INSERT_ITEM = sa.insert(MemoryItem).values(
-    {name: sa.bindparam(name) for name in ("user_id", "scope", "project_key", "content", "source",
-                                           "status", "dedup_hash", "origin_session_id",
-                                           "created_at", "updated_at")})
+    {**{name: sa.bindparam(name) for name in ("user_id", "scope", "project_key", "content",
+                                              "source", "status", "dedup_hash",
+                                              "origin_session_id", "created_at", "updated_at")},
+     "version": 1})
 DEMOTE = (sa.update(MemoryItem)
           .where(MemoryItem.id == sa.bindparam("item_id"),
                  MemoryItem.user_id == sa.bindparam("user_id"),
