@@ -11,6 +11,12 @@ models), compiled once per dialect, and several are sent in one round trip where
 - `reads`: an AUTOCOMMIT engine for the context read: no transaction to end at all;
 - `writes`: the webhook's engine; each delivery is one `writes.begin()` block.
 
+No pooled connection crosses a fork: every engine of the app is disposed, without closing what
+the parent holds, in a forked child (`os.register_at_fork`, SQLAlchemy's documented recipe for
+pools and `os.fork()`), so a work horse opens its own connections. A socket the parent opened
+and the server has since dropped (a restart, a proxy's idle timeout) is never a horse's first
+read. (redis-py's pools check their process id on every use and start afresh in a child.)
+
 Every engine of the app (the ORM's too) gives a connection back with `pool_reset_on_return=None`
 and `prove_idle` as its reset: the ROLLBACK a pool sends on return is a round trip per unit of
 work, so it is skipped only where the connection *proves* no transaction is open — SQLAlchemy
@@ -23,7 +29,9 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
@@ -196,8 +204,25 @@ def _ended(connection: sa.Connection) -> None:
     _note(connection, ENDED, True)
 
 
+# Every engine `guard` has seen, for `_dispose_after_fork`; weak, so an app that is gone (tests
+# build many) takes its engines with it.
+_engines: weakref.WeakSet[sa.Engine] = weakref.WeakSet()
+
+
+def _dispose_after_fork() -> None:
+    """In a forked child: every engine gets a new, empty pool; the parent's connections are
+    left untouched for the parent (`dispose(close=False)`)."""
+    for engine in list(_engines):
+        engine.dispose(close=False)
+
+
+os.register_at_fork(after_in_child=_dispose_after_fork)
+
+
 def guard(engine: sa.Engine) -> sa.Engine:
-    """`engine` resets what it gets back by `prove_idle`, and tracks what that needs."""
+    """`engine` resets what it gets back by `prove_idle`, tracks what that needs, and starts
+    with an empty pool in a forked child."""
+    _engines.add(engine)
     sa.event.listen(engine, "reset", prove_idle)
     sa.event.listen(engine, "handle_error", _mark_failed)
     sa.event.listen(engine, "begin", _began)
@@ -268,7 +293,7 @@ def init_app(app: Flask, orm_engine_options: dict[str, Any]) -> None:
                if k not in ("isolation_level", "pool_pre_ping", "pool_reset_on_return")}
     reads = guard(sa.create_engine(url, isolation_level="AUTOCOMMIT",
                                    pool_reset_on_return=None, **options)
-                  .execution_options(**{AUTOCOMMIT: True}))
+                  ).execution_options(**{AUTOCOMMIT: True})
     if url.startswith("sqlite"):
         # One local file and no round trips: the webhook needs no pool of its own, and SQLite's
         # locking stays the ORM engine's.

@@ -26,7 +26,6 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app import metrics, redis_connection
 from app.cli import log_to_stderr
-from app.extensions import db
 from app.extraction import llm, outcomes, runner
 from app.extraction.queue import QUEUE_NAME, JobResult, Payload, memory_queue
 
@@ -80,9 +79,8 @@ class AppContextMixin:
     def perform_job(self, job: Any, queue: Any, execution: Any) -> bool:
         with self.app.app_context():
             if self.is_horse:
-                # A forked horse must not share the parent's pooled connections, and writes
-                # its metrics where its worker's horses do (one file, not one per job).
-                db.engine.dispose(close=False)
+                # A horse writes its metrics where its worker's horses do (one file, not one
+                # per job). Its engines started empty at the fork (app.database).
                 metrics.as_work_horse()
             return super().perform_job(job, queue, execution)
 

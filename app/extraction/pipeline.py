@@ -3,7 +3,8 @@ model, hand what it answered to the domain.
 
 1. `read_inputs`: the toggle re-checked (D9), the two texts (D8), the short-circuit (D11, no LLM
    call), the model (D10) and whether it can run, the comparison and negative sets (D13), the
-   D15 cooldown — all read in one round trip of the read engine, outside any transaction.
+   D15 cooldown — all read in one round trip of the read engine, outside any transaction; when
+   they cannot be read the attempt is a transient failure, never a blind call.
 2. `ask_model`: one chat completion and its parsing — the runner calls it with no transaction
    open; a timeout or an invalid answer abandons the run (seed §5.6 step 4).
 3. `hand_over`: the checked candidates, placed in their groups (a project fact of a session
@@ -23,7 +24,7 @@ from typing import Any
 from flask import current_app
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.database import batch, hot_engines
+from app.database import batch, hot_engines, retry_conflicts
 from app.extraction import llm, parser, prompt, trigger
 from app.extraction.outcomes import Outcome, OutcomeStatus, runnable_model
 from app.extraction.parser import Candidate, FactType
@@ -66,7 +67,6 @@ class Inputs:
     comparison: list[Known]  # with ids: what the model may touch or update (D13)
     dismissed: list[str]  # the negative set, without ids
     messages: list[dict[str, str]]
-    degraded: bool = False  # the sets could not be read (seed §10.6: degrade, do not block)
     cooling_down: bool = False  # D15's cooldown: no consolidation is asked after this job
 
     def references(self) -> dict[Group, set[int]]:
@@ -90,31 +90,36 @@ class JobReads:
     model: list[tuple]  # llm.MODEL_STEP: D10
     cooldown: list[tuple]  # trigger.cooldown_step: D15
     sets: list[list[tuple]]  # repository.known_set_steps, per group and set: D13
-    degraded: bool  # the sets could not be read (empty)
+
+
+class InputsUnreadable(Exception):
+    """What the job decides on could not be read. The model is never asked without the user's
+    comparison and dismissed sets (SPEC §11: a job never works blind): the attempt is a
+    transient failure, retried on the usual schedule."""
+
+    reason = "database_unavailable"
+
+
+@retry_conflicts
+def _read_once(job: ExtractionJob, groups: list[Group]) -> JobReads:
+    decisions = [(repository.AUTO_CAPTURE, {"user_id": job.user_id}), llm.MODEL_STEP,
+                 trigger.cooldown_step(job.user_id)]
+    with hot_engines().reads.connect() as conn:
+        switch, model, cooldown, *sets = batch(
+            conn, *decisions, *repository.known_set_steps(job.user_id, groups))
+    return JobReads(switch, model, cooldown, sets)
 
 
 def _read(job: ExtractionJob, groups: list[Group]) -> JobReads:
     """Everything the job decides on, in one round trip of the read engine: the D9 switch, the
-    D10 model, the D15 cooldown, then the D13 sets of `groups` — or, when the sets cannot be
-    read, the rest without them (degraded)."""
-    decisions = [(repository.AUTO_CAPTURE, {"user_id": job.user_id}), llm.MODEL_STEP,
-                 trigger.cooldown_step(job.user_id)]
-    reads = hot_engines().reads
+    D10 model, the D15 cooldown and the D13 sets of `groups` — read again on a fresh connection
+    when the pooled one turned out dead (`retry_conflicts`)."""
     try:
-        with reads.connect() as conn:
-            switch, model, cooldown, *sets = batch(
-                conn, *decisions, *repository.known_set_steps(job.user_id, groups))
-            return JobReads(switch, model, cooldown, sets, degraded=False)
+        return _read_once(job, groups)
     except SQLAlchemyError as exc:
-        # Seed §10.1/§10.6: a failed read of the sets degrades, it does not block. With an empty
-        # comparison set every touch/update is unreferenceable and the exact-hash pre-check is
-        # the dedup. (When the decisions cannot be read either, the job fails as before.)
-        log.warning("event=extraction.comparison_set_failed user=%s error=%s", job.user_id,
+        log.warning("event=extraction.inputs_unreadable user=%s error=%s", job.user_id,
                     type(exc).__name__)
-    with reads.connect() as conn:
-        switch, model, cooldown = batch(conn, *decisions)
-        return JobReads(switch, model, cooldown, [[] for _ in range(2 * len(groups))],
-                        degraded=True)
+        raise InputsUnreadable(str(exc)) from exc
 
 
 def read_inputs(job: ExtractionJob, outcome: Outcome) -> Inputs | None:
@@ -140,7 +145,7 @@ def read_inputs(job: ExtractionJob, outcome: Outcome) -> Inputs | None:
     messages = prompt.build_messages(project_key=project_key, comparison=comparison,
                                      dismissed=dismissed, user_message=_clip(user_text),
                                      assistant_message=_clip(assistant_text))
-    return Inputs(model, project_group, comparison, dismissed, messages, reads.degraded,
+    return Inputs(model, project_group, comparison, dismissed, messages,
                   trigger.cooling_down(job.user_id, reads.cooldown))
 
 
@@ -181,9 +186,7 @@ def hand_over(uow: UnitOfWork, job: ExtractionJob, inputs: Inputs, parsed: parse
                                  inputs.references(),
                                  pool_full=len(inputs.comparison) >= rules.ACTIVE_PER_USER_MAX)
         outcome.add(learned)
-    if inputs.degraded:
-        reason = "comparison_set_unavailable"
-    elif not parsed.candidates and not parsed.dropped:
+    if not parsed.candidates and not parsed.dropped:
         reason = "nothing_to_remember"
     else:
         reason = "applied"

@@ -66,7 +66,7 @@ def _fail(outcome: Outcome, reason: str) -> None:
 
 def _transient_reason(exc: BaseException) -> str | None:
     """Why `exc` is worth another attempt later, or None."""
-    if isinstance(exc, (LlmTransientError, SessionBusy)):
+    if isinstance(exc, (LlmTransientError, SessionBusy, pipeline.InputsUnreadable)):
         return exc.reason
     if isinstance(exc, RedisError):
         return "redis_unavailable"

@@ -347,22 +347,22 @@ def test_project_fact_without_a_valid_project_key_is_stored_as_user(
     assert memories.count(USER_ID, scope="USER", project_key="", content="仓库统一用 pnpm") == 1
 
 
-def test_comparison_set_failure_degrades_to_exact_hash(extract, llm, memories, monkeypatch):
-    """Seed §10.6. The failure is injected at our own query — the sets' reads name a table the
-    server does not have, so MariaDB itself refuses them; RQ and openai are real."""
+def test_a_job_that_cannot_read_its_comparison_set_never_asks_the_model(
+        app, extract, llm, memories, monkeypatch):
+    """SPEC §11, a job never works blind (it replaces seed §10.6's degraded run): every attempt
+    is a transient failure, the model is never asked, nothing is written, and the last attempt
+    records the reason. The failure is injected at our own query — the sets' reads name a table
+    the server does not have, so MariaDB itself refuses them; RQ and openai are real."""
     def unavailable(user_id, groups):
         return [(MISSING_TABLE, {"user_id": user_id})]
 
     monkeypatch.setattr(repository, "known_set_steps", unavailable)
+    app.config["MEMORY_RETRY_DELAYS_S"] = (0,)
     active = memories.add(USER_ID, FACT, source="AUTO")
-    dismissed = memories.add(USER_ID, "已忽略的事实", source="AUTO", status="DISMISSED")
-    outcome = extract([{"type": "user", "content": FACT},
-                       {"type": "user", "action": "touch", "existingId": active},
-                       {"type": "user", "content": "一条全新的事实"}])
-    assert (outcome["status"], outcome["reason"]) == ("succeeded", "comparison_set_unavailable")
-    # Exact hash still dedups; ids cannot be checked without the set, so the touch is dropped.
-    assert counts(outcome) == (1, 1, 0, 1, 0)
-    prompt = llm.requests[0].prompt
-    assert existing_section(prompt) == "(无)" and dismissed_section(prompt) == "(无)"
-    assert memories.get(dismissed)["status"] == "DISMISSED"
-    assert memories.count(USER_ID, content="一条全新的事实", source="AUTO") == 1
+    before = memories.get(active)
+    outcome = extract(None)
+    assert (outcome["status"], outcome["reason"], outcome["attempts"]) == \
+        ("failed", "database_unavailable", 2)
+    assert llm.requests == []
+    assert memories.get(active) == before
+    assert memories.count(USER_ID) == 1

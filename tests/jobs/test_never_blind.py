@@ -1,0 +1,89 @@
+"""A job never works blind (SPEC §11): the model is asked only with the user's comparison and
+dismissed sets read from the database, and no connection opened before a fork is used after it.
+Production shape: a real forking `flask --app wsgi worker`, its database connections killed
+under it as a server restart or a proxy's idle timeout would."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import sqlalchemy as sa
+
+from app.database import hot_engines
+from app.extensions import db
+from tests.completions import USER_ID, capture_on, event, outcomes
+from tests.conftest import TEST_DATABASE_URL, assert_ok
+from tests.workers import registered_workers, wait_until, worker_processes
+
+KNOWN = "仓库统一用 pnpm 管理依赖"
+DISMISSED = "周报发到邮件列表"
+
+
+def kill_connections_to_the_test_database() -> int:
+    """KILL every other connection to the test database, as a restart of MariaDB (or HAProxy's
+    idle timeout) does to the sockets pooled in a running worker. How many were killed."""
+    engine = sa.create_engine(TEST_DATABASE_URL)
+    try:
+        with engine.connect() as conn:
+            ids = conn.execute(sa.text(
+                "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = DATABASE() "
+                "AND ID <> CONNECTION_ID()")).scalars().all()
+            for connection_id in ids:
+                conn.execute(sa.text(f"KILL CONNECTION {int(connection_id)}"))
+        return len(ids)
+    finally:
+        engine.dispose()
+
+
+def test_a_forked_job_sees_the_users_memories_after_its_workers_connections_died(
+        app, llm, webhook, memories, tmp_path):
+    capture_on(app)
+    memories.add(USER_ID, KNOWN, scope="PROJECT", project_key="mao", source="AUTO")
+    memories.add(USER_ID, DISMISSED, source="AUTO", status="DISMISSED")
+    llm.reply_items([])
+    llm.reply_items([])
+    with worker_processes(1, tmp_path):
+        wait_until(lambda: registered_workers() == 1, 60, "a registered worker")
+        assert_ok(webhook(event()), 202)
+        wait_until(lambda: len(outcomes(app)) == 1, 60, "the first outcome")
+        assert kill_connections_to_the_test_database() > 0
+        with app.app_context():  # this process's pools held killed sockets too
+            db.engine.dispose()
+            hot_engines().dispose()
+        assert_ok(webhook(event()), 202)
+        wait_until(lambda: len(outcomes(app)) == 2, 60, "the second outcome")
+
+    second = outcomes(app)[1]
+    assert (second["status"], second["reason"]) == ("succeeded", "nothing_to_remember")
+    prompt = llm.requests[1].prompt
+    assert KNOWN in prompt, "the model was asked without the user's memories"
+    assert DISMISSED in prompt, "the model was asked without the dismissed set"
+
+
+def test_no_pooled_database_connection_crosses_a_fork(app):
+    """The invariant behind the test above, for every engine of the app: a forked child starts
+    with empty pools, and the parent's connections stay usable by the parent."""
+    with app.app_context():
+        with db.engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+        for engine in (hot_engines().reads, hot_engines().writes):
+            with engine.connect() as conn:
+                conn.execute(sa.text("SELECT 1"))
+        pools = [db.engine.pool, *hot_engines().pools()]
+        assert all(pool.checkedin() >= 1 for pool in pools)
+        read_end, write_end = os.pipe()
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child reports through the pipe
+            counts = [pool.checkedin() for pool in
+                      [db.engine.pool, *hot_engines().pools()]]
+            os.write(write_end, json.dumps(counts).encode())
+            os._exit(0)
+        os.close(write_end)
+        with os.fdopen(read_end) as reader:
+            in_child = json.loads(reader.read())
+        os.waitpid(child, 0)
+        assert in_child == [0] * len(pools)
+        assert all(pool.checkedin() >= 1 for pool in [db.engine.pool, *hot_engines().pools()])
+        with hot_engines().reads.connect() as conn:
+            assert conn.execute(sa.text("SELECT 1")).scalar() == 1
