@@ -55,7 +55,7 @@ class ConsolidationJob:
 @dataclass(frozen=True)
 class Inputs:
     model: llm.ChatModel
-    seen: dict[int, str]  # id → dedup_hash of every row the model is shown
+    seen: dict[int, int]  # id → version of every row the model is shown
     messages: list[dict[str, str]]
 
 
@@ -79,7 +79,7 @@ def read_inputs(job: ConsolidationJob, outcome: Outcome) -> Inputs | None:
     budget = max(job.group.consolidation_target - other_rows, 1)
     messages = prompt.build_consolidation_messages(
         group=job.group, budget=budget, rows=[(r.id, r.content) for r in rows])
-    return Inputs(model, {row.id: row.dedup_hash for row in rows}, messages)
+    return Inputs(model, {row.id: row.version for row in rows}, messages)
 
 
 def ask_model(inputs: Inputs, outcome: Outcome) -> Plan | None:

@@ -108,6 +108,9 @@ class JobOutcome(db.Model):
     updated: Mapped[int] = mapped_column(sa.Integer, nullable=False)
     dropped: Mapped[int] = mapped_column(sa.Integer, nullable=False)
     demoted: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    stale: Mapped[int] = mapped_column(
+        sa.Integer, nullable=False, default=0, server_default="0",
+        comment="touches/updates not applied: the row changed since the model saw it")
     duration_ms: Mapped[int] = mapped_column(sa.Integer, nullable=False)
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
     # Consolidation jobs only (NULL on extraction): the group, and what became of its rows.
@@ -128,7 +131,8 @@ class JobOutcome(db.Model):
             "promptChars": self.prompt_chars, "promptTokens": self.prompt_tokens,
             "completionTokens": self.completion_tokens, "totalTokens": self.total_tokens,
             "inserted": self.inserted, "touched": self.touched, "updated": self.updated,
-            "dropped": self.dropped, "demoted": self.demoted, "durationMs": self.duration_ms,
+            "dropped": self.dropped, "demoted": self.demoted, "stale": self.stale,
+            "durationMs": self.duration_ms,
             "createdAt": iso(self.created_at), "scope": self.scope,
             "projectKey": self.project_key, "rowsIn": self.rows_in, "rowsOut": self.rows_out,
             "merges": self.merges, "drops": self.drops,

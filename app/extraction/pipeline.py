@@ -69,11 +69,12 @@ class Inputs:
     messages: list[dict[str, str]]
     cooling_down: bool = False  # D15's cooldown: no consolidation is asked after this job
 
-    def references(self) -> dict[Group, set[int]]:
-        """Per group, the ids a candidate of that group may name."""
-        ids: dict[Group, set[int]] = {}
+    def references(self) -> dict[Group, dict[int, int]]:
+        """Per group, the ids a candidate of that group may name, each with the version the
+        model was shown."""
+        ids: dict[Group, dict[int, int]] = {}
         for memory in self.comparison:
-            ids.setdefault(memory.group, set()).add(memory.id)
+            ids.setdefault(memory.group, {})[memory.id] = memory.version
         return ids
 
 

@@ -253,7 +253,8 @@ def warm_up() -> None:
             parsed = parser.parse(json.dumps(answer(ids)))
             pipeline.hand_over(uow, job, inputs, parsed, outcome)
             inputs = replace(inputs, comparison=[
-                Known(row.id, group, row.content) for group in (USER_GROUP, project_group)
+                Known(row.id, group, row.content, row.version)
+                for group in (USER_GROUP, project_group)
                 for row in repository.machine_rows(nobody, group)])
         trigger.groups_due(nobody, outcome.written_groups)
         outcome.stage(uow)

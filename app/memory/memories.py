@@ -102,6 +102,7 @@ class Learned:
     updated: int = 0
     dropped: int = 0
     demoted: int = 0
+    stale: int = 0  # touches/updates of rows changed since the model saw them (not applied)
     written_groups: set[Group] = field(default_factory=set)  # inserted into or rewritten
     active: int | None = None  # the user's ACTIVE memories when the run ended
 
@@ -227,11 +228,13 @@ class UserMemories:
 
     # ---- extraction (seed §5.6, §10.1-§10.2) -------------------------------------------
 
-    def learn(self, facts: Sequence[Fact], references: Mapping[Group, Collection[int]], *,
+    def learn(self, facts: Sequence[Fact], references: Mapping[Group, Mapping[int, int]], *,
               pool_full: bool = False) -> Learned:
-        """Apply one extraction's facts; `references` are the ids the model was shown, per
-        group — a touch or update naming any other row (MANUAL, DISMISSED, another group's,
-        unknown) is dropped, never turned into an insert. `pool_full`: the caller has seen
+        """Apply one extraction's facts; `references` are the rows the model was shown, per
+        group, each id with the version it was shown — a touch or update naming any other row
+        (MANUAL, DISMISSED, another group's, unknown) is dropped, never turned into an insert;
+        one naming a row changed since that version is not applied and counted `stale` (SPEC
+        §11: what the model proposed applies to what it saw). `pool_full`: the caller has seen
         the user's pool full (D14), so a first fact that is an insert learns where its room
         comes from with the lock, in the same round trip."""
         run = _Learning(self, Learned())
@@ -246,25 +249,28 @@ class UserMemories:
         for fact in facts:
             if fact.action is Action.INSERT:
                 run.insert(fact.group, fact.content)
-            elif fact.existing_id not in references.get(fact.group, ()):
+            elif fact.existing_id not in references.get(fact.group, {}):
                 run.learned.dropped += 1
             elif fact.action is Action.TOUCH:
-                run.confirm(fact.existing_id, fact.group)
+                run.confirm(fact.existing_id, fact.group,
+                            references[fact.group][fact.existing_id])
             else:
-                run.reword(fact.existing_id, fact.group, fact.content)
+                run.reword(fact.existing_id, fact.group, fact.content,
+                           references[fact.group][fact.existing_id])
         run.learned.active = run.active
         return run.learned
 
     # ---- consolidation (seed §10.3) -----------------------------------------------------
 
-    def consolidate(self, group: Group, plan: Plan, seen: Mapping[int, str]) -> Consolidated:
+    def consolidate(self, group: Group, plan: Plan, seen: Mapping[int, int]) -> Consolidated:
         """Apply a plan to the group's machine-made rows; `seen` maps each row the model was
-        shown to its dedup hash. Raises GroupChanged when any named row is no longer exactly
-        what the model saw, or the merged words appeared meanwhile."""
+        shown to its version. Raises GroupChanged when any named row is no longer exactly
+        what the model saw (another version, or gone), or the merged words appeared
+        meanwhile."""
         self._lock()
         current = {row.id: row for row in self.repository.machine_rows(
             self.user_id, group, plan.referenced, for_update=True)}
-        if any(current.get(i) is None or current[i].dedup_hash != seen[i]
+        if any(current.get(i) is None or current[i].version != seen[i]
                for i in plan.referenced):
             # Edited, dismissed, demoted or deleted since the model saw it: the plan may rest on
             # words that are no longer there.
@@ -345,10 +351,12 @@ class _Learning:
     def repository(self) -> Repository:
         return self.memories.repository
 
-    def _touch(self, item_id: int, group: Group | None = None) -> bool:
-        """Re-confirm an ACTIVE row (with `group`: only a machine-made row of it)."""
+    def _touch(self, item_id: int, group: Group | None = None,
+               version: int | None = None) -> bool:
+        """Re-confirm an ACTIVE row (with `group`: only a machine-made row of it, and with
+        `version` only while still that version)."""
         now = utcnow()
-        if not self.repository.touch(self.user_id, item_id, now, group):
+        if not self.repository.touch(self.user_id, item_id, now, group, version):
             return False
         self.learned.touched += 1
         self.written.add(item_id)
@@ -367,30 +375,32 @@ class _Learning:
             self.learned.dropped += 1
         return True
 
-    def confirm(self, item_id: int, group: Group) -> None:
-        if not self._touch(item_id, group):
-            self.learned.dropped += 1
+    def confirm(self, item_id: int, group: Group, version: int) -> None:
+        """A touch of a row the model was shown at `version`: stale when it changed since."""
+        if not self._touch(item_id, group, version):
+            self.learned.stale += 1
 
-    def reword(self, item_id: int, group: Group, content: str | None) -> None:
+    def reword(self, item_id: int, group: Group, content: str | None, version: int) -> None:
         assert content is not None
-        current = self.repository.machine_content(self.user_id, item_id, group)
+        current = self.repository.machine_content(self.user_id, item_id, group, version)
         if current is None:
-            self.learned.dropped += 1
+            self.learned.stale += 1  # edited, dismissed, demoted or deleted since it was shown
             return
         before, current_digest = current
         digest = group.dedup_hash(content)
         if digest == current_digest or self.repository.by_hash(self.user_id, digest) is not None:
             # Same wording, or another row already says it: re-confirm instead (seed §10.1).
-            self.confirm(item_id, group)
+            self.confirm(item_id, group, version)
             return
         now = utcnow()
         try:
-            rewritten = self.repository.rewrite(self.user_id, item_id, group, content, digest, now)
+            rewritten = self.repository.rewrite(self.user_id, item_id, group, content, digest,
+                                                now, version)
         except IntegrityError:
             # A concurrent manual edit took this wording first: the clash branch after all.
             rewritten = False
         if not rewritten:
-            self.confirm(item_id, group)
+            self.confirm(item_id, group, version)
             return
         self.learned.updated += 1
         self.learned.written_groups.add(group)

@@ -264,6 +264,7 @@ class Known:
     id: int
     group: Group
     content: str
+    version: int  # as the model was shown it: a touch or update applies only to this version
 
 
 def _bound_group(*, project: bool, status: Status) -> list[Any]:
@@ -293,7 +294,8 @@ def _group_rows(columns: Sequence[Any], *, project: bool, status: Status,
 
 # The comparison set of a group: its machine-made ACTIVE rows (MANUAL rows never appear: a
 # user's own words are never matched or rewritten).
-_COMPARISON = {project: _group_rows((MemoryItem.id, MemoryItem.content), project=project,
+_COMPARISON = {project: _group_rows((MemoryItem.id, MemoryItem.content, MemoryItem.version),
+                                    project=project,
                                     status=Status.ACTIVE, limit=ACTIVE_PER_USER_MAX)
                for project in (False, True)}
 # The negative set's candidates of a group: its newest DISMISSED rows.
@@ -316,7 +318,7 @@ def known_sets(groups: Sequence[Group], results: Sequence[Sequence[tuple]]
     """From the rows of `known_set_steps`: the comparison set — each group's rows newest first —
     and the negative set — the contents of the newest DISMISSED rows of the groups, at most
     NEGATIVE_SET_MAX in all."""
-    comparison = [Known(row[0], group, row[1])
+    comparison = [Known(row[0], group, row[1], row[2])
                   for group, rows in zip(groups, results[:len(groups)], strict=True)
                   for row in rows]
     dismissed = sorted((row for rows in results[len(groups):] for row in rows),
@@ -343,6 +345,7 @@ class MachineRow:
     dedup_hash: str
     created_at: datetime
     updated_at: datetime
+    version: int
 
 
 def machine_rows(user_id: int, group: Group, ids: Collection[int] | None = None, *,
@@ -353,7 +356,7 @@ def machine_rows(user_id: int, group: Group, ids: Collection[int] | None = None,
     if ids is not None:
         conditions.append(MemoryItem.id.in_(list(ids)))
     query = (sa.select(MemoryItem.id, MemoryItem.content, MemoryItem.dedup_hash,
-                       MemoryItem.created_at, MemoryItem.updated_at)
+                       MemoryItem.created_at, MemoryItem.updated_at, MemoryItem.version)
              .where(*conditions).order_by(*NEWEST_FIRST))
     rows = db.session.execute(query.with_for_update() if for_update else query)
     return [MachineRow(*row) for row in rows]
@@ -443,28 +446,42 @@ def _update(user_id: int, item_id: int, conditions: Iterable[Any], **values: Any
     return result.rowcount == 1
 
 
-def touch(user_id: int, item_id: int, now: datetime, group: Group | None = None) -> bool:
-    """Move updated_at of an ACTIVE row (a re-confirmation); with `group`, only a machine-made
-    row of that group. False when no such row (any more)."""
+def _shown(user_id: int, group: Group, version: int | None) -> list[Any]:
+    """A machine-made ACTIVE row of the group; with `version`, only while still that version
+    (what the model was shown, SPEC §11)."""
+    conditions = [*_in_group(user_id, group), machine_made()]
+    if version is not None:
+        conditions.append(MemoryItem.version == version)
+    return conditions
+
+
+def touch(user_id: int, item_id: int, now: datetime, group: Group | None = None,
+          version: int | None = None) -> bool:
+    """Move updated_at of an ACTIVE row (a re-confirmation; the version stays); with `group`,
+    only a machine-made row of that group, and with `version` only that version of it. False
+    when no such row (any more)."""
     conditions = [MemoryItem.status == Status.ACTIVE.value]
     if group is not None:
-        conditions += [*_in_group(user_id, group), machine_made()]
+        conditions += _shown(user_id, group, version)
     return _update(user_id, item_id, conditions, updated_at=now)
 
 
-def machine_content(user_id: int, item_id: int, group: Group) -> tuple[str, str] | None:
-    """(content, dedup_hash) of a machine-made ACTIVE row of the group, or None."""
+def machine_content(user_id: int, item_id: int, group: Group,
+                    version: int | None = None) -> tuple[str, str] | None:
+    """(content, dedup_hash) of a machine-made ACTIVE row of the group (with `version`: while
+    still that version), or None."""
     row = db.session.execute(
         sa.select(MemoryItem.content, MemoryItem.dedup_hash)
-        .where(MemoryItem.id == item_id, *_in_group(user_id, group), machine_made())).first()
+        .where(MemoryItem.id == item_id, *_shown(user_id, group, version))).first()
     return None if row is None else (row.content, row.dedup_hash)
 
 
 def rewrite(user_id: int, item_id: int, group: Group, content: str, digest: str,
-            now: datetime) -> bool:
-    """New words for a machine-made ACTIVE row of the group (the conditions re-checked in the
-    write itself). IntegrityError when another row says them already."""
-    return _update(user_id, item_id, [*_in_group(user_id, group), machine_made()],
+            now: datetime, version: int | None = None) -> bool:
+    """New words for a machine-made ACTIVE row of the group, with `version` only while still
+    that version (the conditions re-checked in the write itself); the version goes up by one.
+    IntegrityError when another row says them already."""
+    return _update(user_id, item_id, _shown(user_id, group, version),
                    content=content, dedup_hash=digest, version=MemoryItem.version + 1,
                    updated_at=now)
 

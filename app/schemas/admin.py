@@ -78,6 +78,8 @@ class JobOutcome(BaseModel):
     updated: int
     dropped: int
     demoted: int
+    stale: int = Field(description="touches and updates not applied: the row had changed "
+                       "since the model saw it (SPEC §11)")
     durationMs: int
     createdAt: datetime
     # Consolidation jobs only (null for extraction): the group and its rows.

@@ -156,7 +156,7 @@ class FakeRepository:
         self.calls.append("machine_rows")
         rows = [r for r in self._machine(user_id, group) if ids is None or r.id in ids]
         rows.sort(key=lambda r: (r.updated_at, r.id), reverse=True)
-        return [MachineRow(r.id, r.content, r.dedup_hash, r.created_at, r.updated_at)
+        return [MachineRow(r.id, r.content, r.dedup_hash, r.created_at, r.updated_at, r.version)
                 for r in rows]
 
     def _displacement(self, user_id: int, group: Group, digest: str,
@@ -195,30 +195,36 @@ class FakeRepository:
         stale.version += 1
         return item_id, True
 
-    def touch(self, user_id: int, item_id: int, now: datetime, group: Group | None = None
-              ) -> bool:
+    def _shown(self, row: MemoryItem | None, user_id: int, group: Group,
+               version: int | None) -> bool:
+        """A machine-made ACTIVE row of the group, still `version` when one is given."""
+        return (row is not None and row in self._machine(user_id, group)
+                and (version is None or row.version == version))
+
+    def touch(self, user_id: int, item_id: int, now: datetime, group: Group | None = None,
+              version: int | None = None) -> bool:
         self._write("touch")
         row = self._owned(user_id, item_id)
         if row is None or row.status != Status.ACTIVE:
             return False
-        if group is not None and row not in self._machine(user_id, group):
+        if group is not None and not self._shown(row, user_id, group, version):
             return False
         row.updated_at = now
         return True
 
-    def machine_content(self, user_id: int, item_id: int, group: Group
-                        ) -> tuple[str, str] | None:
+    def machine_content(self, user_id: int, item_id: int, group: Group,
+                        version: int | None = None) -> tuple[str, str] | None:
         self.calls.append("machine_content")
         row = self._owned(user_id, item_id)
-        if row is None or row not in self._machine(user_id, group):
+        if row is None or not self._shown(row, user_id, group, version):
             return None
         return row.content, row.dedup_hash
 
     def rewrite(self, user_id: int, item_id: int, group: Group, content: str, digest: str,
-                now: datetime) -> bool:
+                now: datetime, version: int | None = None) -> bool:
         self._write("rewrite")
         row = self._owned(user_id, item_id)
-        if row is None or row not in self._machine(user_id, group):
+        if row is None or not self._shown(row, user_id, group, version):
             return False
         self._unique(user_id, digest, but=item_id)
         row.content, row.dedup_hash, row.updated_at = content, digest, now

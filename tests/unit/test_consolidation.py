@@ -26,8 +26,8 @@ def rows(repo):
 
 
 def seen(*rows):
-    """What the model was shown: each row's id and dedup hash."""
-    return {row.id: row.dedup_hash for row in rows}
+    """What the model was shown: each row's id and version."""
+    return {row.id: row.version for row in rows}
 
 
 def consolidate(memories, plan, shown, group=PROJECT):
@@ -78,13 +78,20 @@ def test_consolidation_takes_the_user_lock_first(memories, repo, rows):
 
 def _edited(repo, row):
     row.content, row.dedup_hash = "edited", PROJECT.dedup_hash("edited")
+    row.version += 1
+
+
+def _edited_and_back(repo, row):
+    """Two edits that end on the first words: the same hash, another version."""
+    row.version += 2
 
 
 @pytest.mark.parametrize("change", [
     _edited,
+    _edited_and_back,
     lambda repo, row: setattr(row, "status", Status.DISMISSED.value),
     lambda repo, row: repo.rows.pop(row.id),
-], ids=["edited", "dismissed or demoted", "deleted"])
+], ids=["edited", "edited and back", "dismissed or demoted", "deleted"])
 def test_a_plan_naming_a_row_changed_since_the_model_saw_it_is_not_applied_at_all(
         memories, repo, uow, rows, change):
     pnpm, manager, ci, _ = rows

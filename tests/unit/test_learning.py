@@ -34,8 +34,9 @@ def update(row, content, group=USER_GROUP):
 
 
 def shown(*rows, group=USER_GROUP):
-    """The references of a comparison set holding `rows` (what the model was shown)."""
-    return {group: {row.id for row in rows}}
+    """The references of a comparison set holding `rows` (what the model was shown): each id
+    with the version it had then."""
+    return {group: {row.id: row.version for row in rows}}
 
 
 def learn(memories, facts, references=None, **options):
@@ -152,7 +153,7 @@ def test_a_manual_row_is_never_touched_or_rewritten_even_if_named(memories, repo
     learned = learn(memories, [fact(row)], shown(row))
 
     assert (row.content, row.updated_at) == ("uses pnpm", EPOCH)
-    assert learned.dropped == 1
+    assert learned.stale == 1
     assert uow.events == []
 
 
@@ -164,7 +165,7 @@ def test_a_dismissed_row_is_never_touched_or_rewritten(memories, repo, uow, fact
     learned = learn(memories, [fact(row)], shown(row))
 
     assert (row.content, row.status, row.updated_at) == ("uses pnpm", Status.DISMISSED, EPOCH)
-    assert learned.dropped == 1
+    assert learned.stale == 1
     assert uow.events == []
 
 
@@ -174,7 +175,38 @@ def test_a_row_named_under_another_group_is_not_touched(memories, repo, uow):
     learned = learn(memories, [touch(row, USER_GROUP)], shown(row, group=USER_GROUP))
 
     assert row.updated_at == EPOCH
-    assert learned.dropped == 1
+    assert learned.stale == 1
+
+
+def _user_edit(repo, row):
+    """The user's edit between the job's read and its write, as `UserMemories.edit` makes it."""
+    row.content, row.dedup_hash = "uses yarn", USER_GROUP.dedup_hash("uses yarn")
+    row.version += 1
+
+
+@pytest.mark.parametrize("fact", [touch, lambda row: update(row, "uses pnpm 9")],
+                         ids=["touch", "update"])
+def test_an_action_on_a_row_changed_since_the_model_saw_it_is_stale(memories, repo, uow,
+                                                                      fact):
+    row = repo.seed(USER_ID, USER_GROUP, "uses pnpm")
+    references = shown(row)
+    _user_edit(repo, row)
+
+    learned = learn(memories, [fact(row)], references)
+
+    assert (row.content, row.version, row.updated_at) == ("uses yarn", 2, EPOCH)
+    assert (learned.stale, learned.touched, learned.updated, learned.dropped) == (1, 0, 0, 0)
+    assert uow.events == []
+
+
+def test_an_update_raises_the_version_and_a_touch_does_not(memories, repo, uow):
+    touched = repo.seed(USER_ID, USER_GROUP, "uses pnpm")
+    rewritten = repo.seed(USER_ID, USER_GROUP, "likes tea")
+
+    learn(memories, [touch(touched), update(rewritten, "likes green tea")],
+          shown(touched, rewritten))
+
+    assert (touched.version, rewritten.version) == (1, 2)
 
 
 def test_an_update_rewrites_the_machine_row_and_records_both_wordings(memories, repo, uow):
