@@ -50,7 +50,9 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     from app import memory
     from app.auth import sessions, throttle
     from app.extraction import queue as job_queue
+    from app.system import installation
 
+    installation.init_app(app)  # first: the Redis users below key by its namespace
     sessions.init_app(app)
     throttle.init_app(app)
 

@@ -53,6 +53,8 @@ class Environment(BaseSettings):
     # Redis behind Sentinel: `host:port,host:port` of the Sentinels and the master's name.
     REDIS_SENTINELS: str | None = None
     REDIS_SENTINEL_MASTER: str | None = None
+    # The prefix of this installation's Redis keys and queues; default: its installation id.
+    MEMORY_REDIS_NAMESPACE: str | None = Field(None, pattern=r"^[A-Za-z0-9_-]{1,32}$")
     SECRET_KEY: str | None = None
     MEMORY_WEBHOOK_SECRET: str | None = None
     MEMORY_SERVICE_TOKEN: str | None = None
@@ -158,6 +160,7 @@ def from_environment(instance_path: str) -> dict[str, Any]:
         "SQLALCHEMY_DATABASE_URI": check_database_url(
             env.DATABASE_URL or _default_database_url(instance_path)),
         "REDIS_URL": check_redis_url(_redis_url(env)),
+        "MEMORY_REDIS_NAMESPACE": env.MEMORY_REDIS_NAMESPACE,
         "MEMORY_WEBHOOK_SECRET": env.MEMORY_WEBHOOK_SECRET,
         "MEMORY_SERVICE_TOKEN": env.MEMORY_SERVICE_TOKEN,
         "MEMORY_LLM_TIMEOUT_S": env.MEMORY_LLM_TIMEOUT_S,

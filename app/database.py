@@ -262,6 +262,9 @@ def retry_conflicts(work: Callable[P, T]) -> Callable[P, T]:
                     time.sleep(0.005 * conflicts)
                 elif exc.connection_invalidated and not reconnected:
                     reconnected += 1
+                    # A session whose connection died mid-transaction refuses every statement
+                    # until rolled back (PendingRollbackError): the work left nothing to keep.
+                    db.session.rollback()
                 else:
                     raise
 

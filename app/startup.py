@@ -20,7 +20,7 @@ import functools
 import os
 import sys
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 import click
@@ -117,10 +117,11 @@ def _warn(message: str) -> None:
     click.secho(f"Warning: {message}", err=True, fg="yellow")
 
 
-def check_start(app: Flask, *, needs_redis: bool) -> None:
+def check_start(app: Flask, *, needs_redis: bool, redis_required: bool = False) -> None:
     """What `serve` (needs_redis False) and `worker` check before they start: a problem that
     stops them is a `click.ClickException` (one line, exit 1), one that only limits them a
-    warning, printed once."""
+    warning, printed once. `redis_required`: Redis down stops the command too (`worker
+    --burst`, which would have nothing to wait for)."""
     # Imported here: this module is loaded before the app exists (`wsgi.py`).
     from app import health
     from app.envelope import DEPENDENCY_ERRORS
@@ -142,6 +143,8 @@ def check_start(app: Flask, *, needs_redis: bool) -> None:
             app.extensions["memory_queue"].redis.ping()
         except DEPENDENCY_ERRORS as exc:
             line = explain(exc, redis_url=redis_url)
+            if redis_required:
+                raise click.ClickException(line or str(exc)) from None
             # Neither stops: a worker waits for Redis (and outlives its outages), the web
             # answers what needs no Redis.
             _warn(f"{line}; the worker waits and starts working when Redis answers" if needs_redis
@@ -169,10 +172,12 @@ def _warn_about_the_model() -> None:
               f"{model.name!r}: jobs are skipped as llm_api_key_missing until it is set")
 
 
-def with_start_checks(command: click.Command, *, needs_redis: bool) -> click.Command:
+def with_start_checks(command: click.Command, *, needs_redis: bool,
+                      redis_required: Callable[..., bool] = lambda **_: False) -> click.Command:
     """A copy of `command` that runs `check_start` on the current app before its own work (for
     commands defined outside `app.cli`, such as `worker`; Flask's CLI pushes the app context
-    of the app's commands). Without REDIS_URL a command that needs Redis says so itself."""
+    of the app's commands). Without REDIS_URL a command that needs Redis says so itself.
+    `redis_required(**options)`: whether, with these options, Redis down stops it."""
     original = command.callback
     assert original is not None
 
@@ -181,7 +186,7 @@ def with_start_checks(command: click.Command, *, needs_redis: bool) -> click.Com
     def checked(*args: object, **kwargs: object) -> object:
         app = current_app._get_current_object()  # type: ignore[attr-defined]
         if not needs_redis or app.config.get("REDIS_URL"):
-            check_start(app, needs_redis=needs_redis)
+            check_start(app, needs_redis=needs_redis, redis_required=redis_required(**kwargs))
         return original(*args, **kwargs)
 
     checked_command = copy.copy(command)

@@ -25,6 +25,8 @@ BENCH_DATABASE_URL = f"mysql+pymysql://root@127.0.0.1:3306/{BENCH_DB}?charset=ut
 BENCH_REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/1")
 SERVICE_TOKEN = "bench-service-token"
 WEBHOOK_SECRET = "bench-webhook-secret"
+# The service's Redis namespace in the bench (SPEC §11), so the bench can name its keys.
+BENCH_NAMESPACE = "bench"
 # The RQ queue the webhook floor pushes to (no worker reads it).
 FLOOR_QUEUE = "floor-webhook"
 
@@ -38,7 +40,8 @@ def app_env(**extra: str) -> dict[str, str]:
     """Environment for the service processes under test."""
     env = {**os.environ, "DATABASE_URL": BENCH_DATABASE_URL, "REDIS_URL": BENCH_REDIS_URL,
            "MEMORY_SERVICE_TOKEN": SERVICE_TOKEN, "MEMORY_WEBHOOK_SECRET": WEBHOOK_SECRET,
-           "SECRET_KEY": "bench-secret-key", "PYTHONPATH": str(ROOT)}
+           "SECRET_KEY": "bench-secret-key", "PYTHONPATH": str(ROOT),
+           "MEMORY_REDIS_NAMESPACE": BENCH_NAMESPACE}
     env.update(extra)
     return env
 

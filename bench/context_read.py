@@ -17,6 +17,7 @@ import redis
 from app.memory.context_cache import KEY_PREFIX
 from app.memory.rules import dedup_hash
 from bench.common import (
+    BENCH_NAMESPACE,
     BENCH_REDIS_URL,
     SERVICE_TOKEN,
     Load,
@@ -164,7 +165,7 @@ def _empty_cold_cache(client: redis.Redis) -> None:
     first, last = COLD_USERS
     with client.pipeline(transaction=False) as pipe:
         for user_id in range(first, last + 1):
-            pipe.delete(f"{KEY_PREFIX}{user_id}")
+            pipe.delete(f"{KEY_PREFIX.format(namespace=BENCH_NAMESPACE)}{user_id}")
         pipe.execute()
 
 

@@ -188,7 +188,6 @@ def _in_process(app: Any, user_id: int) -> tuple[float, float, float, float, flo
     import openai.resources.chat.completions as chat
     from rq import Queue
 
-    from app.extraction.queue import QUEUE_NAME
     from jobs.worker import AppSimpleWorker
 
     _enqueue(app, [_payload(user_id, i) for i in range(PER_SCENARIO)])
@@ -203,7 +202,9 @@ def _in_process(app: Any, user_id: int) -> tuple[float, float, float, float, flo
             llm_seconds[0] += time.perf_counter() - began
 
     connection = redis.Redis.from_url(BENCH_REDIS_URL)
-    worker = AppSimpleWorker([Queue(QUEUE_NAME, connection=connection)],
+    with app.app_context():
+        name = app.extensions["memory_queue"].rq_queue().name
+    worker = AppSimpleWorker([Queue(name, connection=connection)],
                              connection=connection, app=app)
     chat.Completions.create = timed_create
     try:

@@ -27,7 +27,15 @@ from sqlalchemy.exc import SQLAlchemyError
 from app import metrics, redis_connection
 from app.cli import log_to_stderr
 from app.extraction import llm, outcomes, runner
-from app.extraction.queue import QUEUE_NAME, JobResult, Payload, memory_queue
+from app.extraction.queue import (
+    LEGACY_QUEUE_NAME,
+    JobResult,
+    Payload,
+    job_id_of,
+    memory_queue,
+    queue_name,
+)
+from app.system.installation import installation
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +47,7 @@ def run_current(run: Callable[[Payload, int, str], JobResult], payload: Payload)
     """Run one attempt of the RQ job being performed; a wish to retry becomes RQ's Retry."""
     job = get_current_job()
     attempt = (job.number_of_retries or 0) + 1
-    result = run(payload, attempt, job.id)
+    result = run(payload, attempt, job_id_of(job))
     if result.retry_in is None:
         return None
     # The job owns the policy (how many attempts, how long between them); RQ only carries out
@@ -54,9 +62,9 @@ def _record_lost(job: Any, reason: str) -> None:
     if kind is None or not isinstance(payload, dict):
         return
     if payload.get("session_id") is not None:
-        memory_queue().release_dead_holder(payload["session_id"], job.id)
+        memory_queue().release_dead_holder(payload["session_id"], job_id_of(job))
     ran_for_s = (now() - job.started_at).total_seconds() if job.started_at else 0.0
-    outcomes.record_lost(kind, job.id, payload, attempts=(job.number_of_retries or 0) + 1,
+    outcomes.record_lost(kind, job_id_of(job), payload, attempts=(job.number_of_retries or 0) + 1,
                          reason=reason, ran_for_s=ran_for_s)
 
 
@@ -76,6 +84,15 @@ class AppContextMixin:
         self.app = app
         super().__init__(*args, **kwargs)
 
+    def execute_job(self, job: Any, queue: Any) -> None:
+        with self.app.app_context():
+            owner = job.meta.get("installation")
+            here = installation()
+            if owner is not None and owner != here.id:
+                _give_back(job, queue, here.id)
+                return
+        super().execute_job(job, queue)
+
     def perform_job(self, job: Any, queue: Any, execution: Any) -> bool:
         with self.app.app_context():
             if self.is_horse:
@@ -94,6 +111,37 @@ class AppContextMixin:
         super().handle_work_horse_killed(job, retpid, ret_val, rusage)
         with self.app.app_context():
             _record_lost(job, "worker_killed")
+
+
+def _give_back(job: Any, queue: Queue, own_id: str) -> None:
+    """Another installation's job, found in our queue (two installations configured with one
+    MEMORY_REDIS_NAMESPACE): never run here, back to the queue of its namespace, for its own
+    workers."""
+    owner_queue = Queue(queue_name(job.meta.get("namespace") or own_id),
+                        connection=queue.connection)
+    log.warning("event=job.foreign job=%s installation=%s own_installation=%s queue=%s",
+                job.id, job.meta.get("installation"), own_id, owner_queue.name)
+    with queue.connection.pipeline() as pipe:
+        pipe.lrem(queue.intermediate_queue_key, 1, job.id)
+        owner_queue.enqueue_job(job, pipeline=pipe)
+        pipe.execute()
+
+
+def adopt_legacy_jobs(queue: Queue) -> int:
+    """Jobs queued before namespaces (the queue `memory` and its delayed retries) move into this
+    installation's queue, to run now: an upgrade loses none. How many moved."""
+    legacy = Queue(LEGACY_QUEUE_NAME, connection=queue.connection)
+    moved = 0
+    for job_id in [*legacy.job_ids, *legacy.scheduled_job_registry.get_job_ids()]:
+        job = legacy.fetch_job(job_id)
+        legacy.remove(job_id)
+        legacy.scheduled_job_registry.remove(job_id)
+        if job is not None:
+            queue.enqueue_job(job)
+            moved += 1
+    if moved:
+        log.info("event=worker.legacy_jobs_adopted count=%d queue=%s", moved, queue.name)
+    return moved
 
 
 class AppWorker(AppContextMixin, Worker):
@@ -117,13 +165,19 @@ def run_worker(app: Flask, *, burst: bool, fork: bool = True) -> bool:
     connection = redis_connection.client(app.config["REDIS_URL"])
     worker_class = AppWorker if fork else AppSimpleWorker
     wait, longest = REDIS_WAIT_S
+    name = queue_name(installation().namespace)
     try:
         while True:
             try:
-                worker = worker_class([Queue(QUEUE_NAME, connection=connection)],
-                                      connection=connection, app=app)
+                queue = Queue(name, connection=connection)
+                adopt_legacy_jobs(queue)
+                worker = worker_class([queue], connection=connection, app=app)
                 return worker.work(burst=burst, with_scheduler=True)
             except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if burst:
+                    raise click.ClickException(
+                        f"Redis stopped answering ({type(exc).__name__}); a --burst worker "
+                        "does not wait for it") from None
                 # RQ waits out a Redis that drops while it waits for jobs, not one that is
                 # gone when it registers or reports: a fresh worker once Redis answers again.
                 log.warning("event=worker.redis_unavailable error=%s retry_in_s=%.0f",

@@ -15,16 +15,18 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 from rq import Queue
+from rq.job import Job
 
 from app.db_types import utcnow
 from app.extensions import db
 from app.extraction.consolidation import ConsolidationJob
 from app.extraction.models import ConsolidationState, JobOutcome
-from app.extraction.queue import QUEUE_NAME, memory_queue
+from app.extraction.queue import memory_queue, rq_job_id
 from app.memory import service as memory_service
 from app.memory.models import MemoryItem
 from app.memory.rules import Group
 from app.platform.webhook import signature
+from app.system.installation import installation
 from jobs import CONSOLIDATION
 from jobs.worker import AppSimpleWorker
 
@@ -90,13 +92,30 @@ class BurstWorker(AppSimpleWorker):
         return None
 
 
+def rq_queue(app: Flask) -> Queue:
+    """The app's RQ queue (`memory:<namespace>`; the namespace is read in an app context)."""
+    with app.app_context():
+        return memory_queue().rq_queue()
+
+
+def queue_name(app: Flask) -> str:
+    return rq_queue(app).name
+
+
+def rq_job(app: Flask, job_id: str) -> Job:
+    """The RQ job of one of our job ids (an outcome's `jobId`)."""
+    with app.app_context():
+        return Job.fetch(rq_job_id(installation().namespace, job_id),
+                         connection=memory_queue().redis)
+
+
 def run_jobs(app: Flask, timeout_s: float = 30) -> None:
     """Run every queued job in this process with the app's worker class, retries included.
 
     A burst with the scheduler enqueues the retries that are due; the loop waits for the rest.
     """
     connection = redis.Redis.from_url(app.config["REDIS_URL"])
-    queue = Queue(QUEUE_NAME, connection=connection)
+    queue = Queue(queue_name(app), connection=connection)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     deadline = time.monotonic() + timeout_s
     try:
@@ -181,7 +200,7 @@ def queued(app: Flask) -> list:
     """The jobs waiting in the app's RQ queue `memory`."""
     connection = redis.Redis.from_url(app.config["REDIS_URL"])
     try:
-        return Queue(QUEUE_NAME, connection=connection).get_jobs()
+        return Queue(queue_name(app), connection=connection).get_jobs()
     finally:
         connection.close()
 

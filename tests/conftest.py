@@ -193,11 +193,11 @@ def session_locks(url: str = TEST_REDIS_URL) -> list[bytes]:
     """Session-lock keys left in the test Redis."""
     import redis
 
-    from app.extraction.queue import SESSION_LOCK_PREFIX
+    from app.extraction.queue import SESSION_LOCK
 
     client = redis.Redis.from_url(url)
     try:
-        return list(client.scan_iter(f"{SESSION_LOCK_PREFIX}*"))
+        return list(client.scan_iter(f"memory:*:{SESSION_LOCK}:*"))
     finally:
         client.close()
 

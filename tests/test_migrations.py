@@ -1,6 +1,7 @@
 """The migrations are the schema: they run on SQLite and MariaDB and match the models."""
 
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -25,8 +26,11 @@ def test_db_upgrade_builds_the_embedded_sqlite_schema(tmp_path):
         assert {"memory_item", "user_memory_preference", "permission", "system_setting",
                 "llm_model", "user", "session", "api_token"} <= tables
         assert conn.execute("SELECT code FROM permission").fetchall() == [("memory:read",)]
-        assert conn.execute("SELECT setting_key, value FROM system_setting").fetchall() == \
-            [("memory.extractionModelId", "")]
+        settings = dict(conn.execute("SELECT setting_key, value FROM system_setting"))
+        assert settings.pop("memory.extractionModelId") == ""
+        # Made once per installation: its Redis namespace (SPEC §11).
+        assert re.fullmatch(r"[0-9a-f]{12}", settings.pop("installation.id"))
+        assert settings == {}
 
 
 def test_models_match_the_migrated_mariadb_schema(app):

@@ -12,9 +12,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import redis
-from rq import Queue, Worker
+from rq import Worker
 
-from app.extraction.queue import QUEUE_NAME
 from tests import forked_commands
 from tests.conftest import TEST_DATABASE_URL, TEST_REDIS_URL, WEBHOOK_SECRET
 
@@ -58,10 +57,11 @@ def worker_processes(count: int, log_dir: Path, *, burst: bool = False, fork: bo
 
 @contextlib.contextmanager
 def _registered() -> Iterator[list[Worker]]:
-    """The workers registered on the memory queue, on a connection open while they are read."""
+    """The workers registered on this test's Redis db (the tests' own), on a connection open
+    while they are read."""
     connection = redis.Redis.from_url(TEST_REDIS_URL)
     try:
-        yield Worker.all(queue=Queue(QUEUE_NAME, connection=connection))
+        yield Worker.all(connection=connection)
     finally:
         connection.close()
 

@@ -35,6 +35,8 @@ from limits import RateLimitItemPerMinute
 from limits.strategies import MovingWindowRateLimiter
 
 from app import redis_connection
+from app.system import installation as installations
+from app.system.installation import Installation
 
 ACCOUNT_FAILURES = RateLimitItemPerMinute(5, 15)
 ADDRESS_FAILURES = RateLimitItemPerMinute(20, 15)
@@ -53,11 +55,12 @@ def account_key(username: str, user_id: int | None) -> str:
 @dataclass(frozen=True)
 class Throttle:
     limiter: MovingWindowRateLimiter
+    installation: Installation  # its namespace is part of every key
 
-    @staticmethod
-    def _keys(account: str, address: str) -> tuple[tuple, tuple]:
-        return (ACCOUNT_FAILURES, "login-account", account), \
-            (ADDRESS_FAILURES, "login-addr", address)
+    def _keys(self, account: str, address: str) -> tuple[tuple, tuple]:
+        namespace = self.installation.namespace
+        return (ACCOUNT_FAILURES, "login-account", namespace, account), \
+            (ADDRESS_FAILURES, "login-addr", namespace, address)
 
     def retry_after(self, account: str, address: str) -> int | None:
         """Seconds until an attempt for `account` from `address` may be made, or None when it
@@ -77,12 +80,14 @@ class Throttle:
         """The right password clears the account's failures: a user who mistyped four times
         and then logged in starts afresh. The address keeps its count (it may be guessing at
         other accounts)."""
-        self.limiter.clear(ACCOUNT_FAILURES, "login-account", account)
+        self.limiter.clear(ACCOUNT_FAILURES, "login-account", self.installation.namespace,
+                           account)
 
 
 def init_app(app: Flask) -> None:
     storage = redis_connection.rate_limit_storage(app.config.get("REDIS_URL"))
-    app.extensions[EXTENSION] = Throttle(MovingWindowRateLimiter(storage))
+    app.extensions[EXTENSION] = Throttle(MovingWindowRateLimiter(storage),
+                                         app.extensions[installations.EXTENSION])
 
 
 def throttle() -> Throttle:

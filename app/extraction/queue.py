@@ -1,6 +1,12 @@
 """The `memory` job queue, as transport: RQ on Redis when REDIS_URL is set, one in-process
 thread otherwise.
 
+On Redis every key and queue of an installation lives under its namespace
+(`app.system.installation`): the RQ queue `memory:<namespace>`, RQ job ids
+`<namespace>-<job id>`, the session locks `memory:<namespace>:session-lock:<id>`. Each job
+carries its installation's id (`meta`); a worker refuses another installation's job and gives
+it back to its owner's queue (`jobs.worker`).
+
 It carries a job of a kind with its payload (plain ids and text, never ORM objects) and knows
 nothing of what jobs do: the kinds are defined in `jobs/` and handed to the app by
 `jobs.init_app` (`job_kinds()`), so nothing in `app/` names a job by string. RQ enqueues a kind's
@@ -26,11 +32,13 @@ from flask import Flask, current_app
 from redis.exceptions import LockError
 
 from app import redis_connection
+from app.system import installation as installations
 
 log = logging.getLogger(__name__)
 
-QUEUE_NAME = "memory"
-SESSION_LOCK_PREFIX = "memory:session-lock:"
+# The queue of releases before namespaces: a worker moves what is left in it into its own.
+LEGACY_QUEUE_NAME = "memory"
+SESSION_LOCK = "session-lock"
 # How long Redis keeps a finished job (for `rq info` and the failure registry).
 RESULT_TTL_S = 24 * 3600
 FAILURE_TTL_S = 7 * 24 * 3600
@@ -112,8 +120,27 @@ class Timing:
         return self.job_timeout_s + 90
 
 
+def queue_name(namespace: str) -> str:
+    return f"{LEGACY_QUEUE_NAME}:{namespace}"
+
+
+def rq_job_id(namespace: str, job_id: str) -> str:
+    """The RQ id of one of our jobs: the namespace keeps RQ's `rq:job:<id>` keys of two
+    installations apart, even for one event delivered to both."""
+    return f"{namespace}-{job_id}"
+
+
+def job_id_of(job: rq.job.Job) -> str:
+    """Our id of an RQ job (the outcome's, the session lock's holder)."""
+    return job.meta.get("job_id", job.id)
+
+
+def session_lock_key(namespace: str, session_id: int) -> str:
+    return f"{LEGACY_QUEUE_NAME}:{namespace}:{SESSION_LOCK}:{session_id}"
+
+
 class RedisJobQueue:
-    """RQ queue `memory`; jobs run in `flask --app wsgi worker` processes."""
+    """RQ queue `memory:<namespace>`; jobs run in `flask --app wsgi worker` processes."""
 
     def __init__(self, app: Flask) -> None:
         self.url = app.config["REDIS_URL"]
@@ -126,11 +153,16 @@ class RedisJobQueue:
                                                         socket_timeout=5)
                             if redis_connection.is_sentinel(self.url) else None)
         self._confirming_queues = threading.local()
-        # Kept: a Queue asks the server its version once, and every webhook enqueues.
-        self._queue = rq.Queue(QUEUE_NAME, connection=self.redis)
+        self.installation = app.extensions[installations.EXTENSION]
+        self._queue: rq.Queue | None = None
         self._release_held_by = self.redis.register_script(_RELEASE_HELD_BY)
 
     def rq_queue(self) -> rq.Queue:
+        """This installation's queue (its namespace is read from the database once). Kept: a
+        Queue asks the server its version once, and every webhook enqueues."""
+        if self._queue is None:
+            self._queue = rq.Queue(queue_name(self.installation.namespace),
+                                   connection=self.redis)
         return self._queue
 
     def enqueue(self, kind: JobKind, payload: Payload, job_id: str) -> None:
@@ -143,15 +175,18 @@ class RedisJobQueue:
         job's effects commit with its outcome (unique per job id), so a job run twice changes
         nothing the second time. RQ's own `unique=True` costs a second round trip and a script.
         """
-        job = self._queue.create_job(
-            kind.entry_point, args=(payload,), job_id=job_id,
+        here = self.installation
+        job = self.rq_queue().create_job(
+            kind.entry_point, args=(payload,), job_id=rq_job_id(here.namespace, job_id),
             timeout=self.timing.job_timeout_s, result_ttl=RESULT_TTL_S,
-            failure_ttl=FAILURE_TTL_S, meta={"kind": kind.name},
+            failure_ttl=FAILURE_TTL_S,
+            meta={"kind": kind.name, "job_id": job_id, "installation": here.id,
+                  "namespace": here.namespace},
             on_failure=rq.Callback(job_kinds().on_failure),
             # What RQ logs for the job: ids only, never the conversation in the payload.
             description=" ".join([kind.name, *(f"{name}={payload[key]}" for name, key in
                                                _DESCRIBED if key in payload)]))
-        queue = self._queue if self._confirming is None else self._confirming_queue()
+        queue = self.rq_queue() if self._confirming is None else self._confirming_queue()
         pipe = queue.connection.pipeline()
         queue.enqueue_job(job, pipeline=pipe)
         pipe.execute()
@@ -163,7 +198,7 @@ class RedisJobQueue:
         found = getattr(self._confirming_queues, "queue", None)
         if found is None:
             assert self._confirming is not None
-            found = rq.Queue(QUEUE_NAME, connection=self._confirming.client())
+            found = rq.Queue(self.rq_queue().name, connection=self._confirming.client())
             self._confirming_queues.queue = found
         return found
 
@@ -171,7 +206,7 @@ class RedisJobQueue:
     def session_lock(self, session_id: int, holder: str) -> Iterator[None]:
         """The session's lock, held by the job `holder` (its id is the lock's token, so the
         worker that saw the job die can free it: `release_dead_holder`)."""
-        lock = self.redis.lock(f"{SESSION_LOCK_PREFIX}{session_id}",
+        lock = self.redis.lock(session_lock_key(self.installation.namespace, session_id),
                                timeout=self.timing.lock_timeout_s,
                                blocking_timeout=self.timing.lock_wait_s)
         if not lock.acquire(token=holder):
@@ -187,8 +222,8 @@ class RedisJobQueue:
     def release_dead_holder(self, session_id: int, holder: str) -> bool:
         """Free the session's lock if the job `holder`, which died, still holds it (a killed
         work horse cannot): the session's next job need not wait out the lock's timeout."""
-        return bool(self._release_held_by(keys=[f"{SESSION_LOCK_PREFIX}{session_id}"],
-                                          args=[holder]))
+        return bool(self._release_held_by(
+            keys=[session_lock_key(self.installation.namespace, session_id)], args=[holder]))
 
 
 class InProcessJobQueue:

@@ -22,6 +22,7 @@ from app.memory import repository, rules
 from app.memory.context_cache import ContextCache, LocalContextCache, RedisContextCache
 from app.memory.events import Event
 from app.memory.rules import Scope
+from app.system import installation
 
 EXTENSION = "context_cache"
 
@@ -38,7 +39,8 @@ def cache_client(url: str, **options: Any) -> redis.Redis:
 def init_app(app: Flask) -> None:
     url = app.config.get("REDIS_URL")
     app.extensions[EXTENSION] = (
-        RedisContextCache(cache_client(url), confirming=redis_connection.Confirming(
+        RedisContextCache(cache_client(url), app.extensions[installation.EXTENSION].namespace_of,
+                          confirming=redis_connection.Confirming(
             url, socket_connect_timeout=1, socket_timeout=2)
             if redis_connection.is_sentinel(url) else None)
         if url else LocalContextCache())

@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -42,7 +42,7 @@ WRITER_DEADLINE_MS = 60_000
 # After a failed Redis read, this process reads the database without trying Redis for a while.
 REDIS_BACKOFF_S = 5.0
 LOCAL_MAX_ENTRIES = 10_000
-KEY_PREFIX = "memory:context:"
+KEY_PREFIX = "memory:{namespace}:context:"
 
 
 @dataclass(frozen=True)
@@ -92,8 +92,13 @@ return writers
 
 
 class RedisContextCache:
-    def __init__(self, client: redis.Redis, *, confirming: Confirming | None = None) -> None:
+    def __init__(self, client: redis.Redis, namespace: Callable[[], str], *,
+                 confirming: Confirming | None = None) -> None:
         self.redis = client
+        # The installation's namespace, asked for when first needed (it may be read from the
+        # database) and kept: the keys of two installations on one Redis never meet.
+        self._namespace = namespace
+        self._prefix: str | None = None
         # With Sentinel the mark before a commit must reach a replica first: a promoted replica
         # without it could hand out a block from before the commit (`redis_connection`).
         self._confirming = confirming
@@ -101,9 +106,10 @@ class RedisContextCache:
         self._store = client.register_script(_STORE)
         self._skip_until = 0.0
 
-    @staticmethod
-    def _key(user_id: int) -> str:
-        return f"{KEY_PREFIX}{user_id}"
+    def _key(self, user_id: int) -> str:
+        if self._prefix is None:
+            self._prefix = KEY_PREFIX.format(namespace=self._namespace())
+        return f"{self._prefix}{user_id}"
 
     def _unreachable(self) -> None:
         self._skip_until = time.monotonic() + REDIS_BACKOFF_S

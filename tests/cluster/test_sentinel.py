@@ -23,11 +23,12 @@ from app.auth.throttle import throttle
 from app.config import from_environment
 from app.extensions import db
 from app.extraction.intake import Completion
-from app.extraction.queue import QUEUE_NAME, memory_queue
+from app.extraction.queue import memory_queue, rq_job_id
 from app.memory import context
 from app.memory import service as memory_service
 from app.memory.rules import Scope
 from app.redis_connection import ReplicaNotConfirmed
+from app.system.installation import installation
 from tests.cluster.conftest import RedisSentinel
 from tests.completions import capture_on, event, post_webhook
 from tests.conftest import WEBHOOK_SECRET, _empty_tables
@@ -94,13 +95,15 @@ def test_queue_cache_throttle_and_locks_all_use_the_master_sentinel_names(ha_app
         throttle().failed("alice", "127.0.0.9")
         memory_service.create_item(7, Scope.USER, "以后都用中文回答我的问题")
         memory_service.context_json(7, None)
+        namespace = installation().namespace
         with queue.session_lock(101, "sentinel-test-job"):
-            locked = _master(redis_sentinel).keys("memory:session-lock:*")
+            locked = _master(redis_sentinel).keys("memory:*:session-lock:*")
     master = _master(redis_sentinel)
-    assert master.llen(f"rq:queue:{QUEUE_NAME}") == 1
-    assert master.keys("memory:context:7")
-    assert any(b"login-account" in key for key in master.keys("LIMITS*"))
-    assert locked == [b"memory:session-lock:101"]
+    assert master.llen(f"rq:queue:memory:{namespace}") == 1
+    assert master.keys(f"memory:{namespace}:context:7")
+    assert any(b"login-account" in key and namespace.encode() in key
+               for key in master.keys("LIMITS*"))
+    assert locked == [f"memory:{namespace}:session-lock:101".encode()]
 
 
 def test_a_failover_right_after_a_burst_loses_no_accepted_job_and_serves_no_stale_block(
@@ -169,8 +172,10 @@ def test_a_failover_right_after_a_burst_loses_no_accepted_job_and_serves_no_stal
         assert time.monotonic() < deadline, "the replica was not made master"
         time.sleep(0.1)
 
-    queued = set(Queue(QUEUE_NAME, connection=promoted).job_ids)
-    lost = [e for e in accepted if _job_id(e) not in queued]
+    with ha_app.app_context():
+        namespace = installation().namespace
+    queued = set(Queue(f"memory:{namespace}", connection=promoted).job_ids)
+    lost = [e for e in accepted if _job_id(namespace, e) not in queued]
     assert not lost, f"{len(lost)} of {len(accepted)} accepted deliveries lost their job"
     with ha_app.app_context():
         for user_id in users:
@@ -182,5 +187,6 @@ def test_a_failover_right_after_a_burst_loses_no_accepted_job_and_serves_no_stal
     redis_sentinel.script("restart-old-master", str(old_master))
 
 
-def _job_id(event_id: str) -> str:
-    return Completion(event_id, 0, 0, None, None, None, None, "", None, None).job_id
+def _job_id(namespace: str, event_id: str) -> str:
+    return rq_job_id(namespace, Completion(event_id, 0, 0, None, None, None, None, "", None,
+                                           None).job_id)

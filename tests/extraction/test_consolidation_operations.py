@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from rq.job import Job, JobStatus
+from rq.job import JobStatus
 
 from app.db_types import utcnow
 from app.extensions import db
@@ -27,6 +27,8 @@ from tests.completions import (
     last_consolidation,
     outcomes,
     post_webhook,
+    rq_job,
+    rq_queue,
 )
 from tests.conftest import WEBHOOK_SECRET, assert_ok
 from tests.workers import registered_workers, wait_until, worker_processes
@@ -48,11 +50,10 @@ def test_the_cooldown_holds_across_two_worker_processes(app, llm, webhook, memor
     for session in (1, 2):
         llm.reply_items([{"type": "user", "content": f"会话{session}学到的事实"}], delay=1)
     llm.reply_items([])  # the one consolidation; a second one would get no answer and fail
-    connection = app.extensions["memory_queue"].redis
-    queue = app.extensions["memory_queue"].rq_queue()
+    queue = rq_queue(app)
 
     def all_done(job_ids: list[str]) -> bool:
-        finished = all(Job.fetch(j, connection=connection).get_status() == JobStatus.FINISHED
+        finished = all(rq_job(app, j).get_status() == JobStatus.FINISHED
                        for j in job_ids)
         return finished and queue.count == 0 and queue.started_job_registry.count == 0
 
@@ -74,7 +75,7 @@ def test_the_cooldown_holds_across_two_worker_processes(app, llm, webhook, memor
         [("consolidation", "succeeded"), ("extraction", "succeeded"), ("extraction", "succeeded")]
     first, second, _ = llm.requests
     assert _overlap(first, second), "the two extractions did not run at the same time"
-    workers = {Job.fetch(j, connection=connection).worker_name for j in extraction_jobs}
+    workers = {rq_job(app, j).worker_name for j in extraction_jobs}
     assert len(workers) == 2
 
 

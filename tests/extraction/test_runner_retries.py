@@ -6,10 +6,10 @@ import threading
 import time
 
 import pytest
-from rq.job import Job, JobStatus
+from rq.job import JobStatus
 
 from app.extraction.queue import Timing
-from tests.completions import SESSION_ID, USER_ID, capture_on, event, only_outcome
+from tests.completions import SESSION_ID, USER_ID, capture_on, event, only_outcome, rq_job, rq_queue
 from tests.conftest import assert_ok
 
 FACT = "输出报告用中文"
@@ -30,8 +30,7 @@ def job(app, llm, webhook, run_jobs, memories):
 
 
 def rq_status(app, outcome: dict) -> JobStatus:
-    connection = app.extensions["memory_queue"].redis
-    return Job.fetch(outcome["jobId"], connection=connection).get_status()
+    return rq_job(app, outcome["jobId"]).get_status()
 
 
 def test_transient_errors_are_retried_with_backoff_then_succeed(app, job, llm, memories):
@@ -125,7 +124,7 @@ def test_a_session_held_too_long_is_retried_later(app, job, llm):
     llm.reply_items([])
     release = threading.Event()
     holder = _hold_session_lock(app, release)
-    scheduled = app.extensions["memory_queue"].rq_queue().scheduled_job_registry
+    scheduled = rq_queue(app).scheduled_job_registry
 
     def release_once_the_retry_is_scheduled() -> None:
         deadline = time.monotonic() + 20

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from rq.job import Job
 
 from app.extensions import db
 from app.memory.models import MemoryItem
@@ -19,6 +19,8 @@ from tests.completions import (
     event,
     only_outcome,
     outcomes,
+    rq_job,
+    rq_queue,
     wait_for_blocked,
 )
 from tests.conftest import TEST_DATABASE_URL, assert_ok
@@ -50,8 +52,7 @@ def test_jobs_of_one_session_never_overlap(app, metrics, llm, webhook, tmp_path)
     first, second, other = by_task.values()
     assert not _overlap(first, second), "two jobs of one session ran at the same time"
     assert _overlap(other, first) or _overlap(other, second)
-    connection = app.extensions["memory_queue"].redis
-    workers = {Job.fetch(o["jobId"], connection=connection).worker_name for o in outcomes(app)}
+    workers = {rq_job(app, o["jobId"]).worker_name for o in outcomes(app)}
     assert len(workers) == 3
     # Outcomes written by other processes show in this process's metrics.
     assert metrics.added("memory_jobs_total", kind="extraction", status="succeeded",
@@ -135,7 +136,7 @@ def test_a_job_whose_worker_died_gets_its_outcome_from_maintenance(
     confirmed, before = _kill_mid_transaction(app, llm, webhook, memories, tmp_path, kill,
                                               fork=fork)
     assert outcomes(app) == []
-    queue = app.extensions["memory_queue"].rq_queue()
+    queue = rq_queue(app)
     with app.app_context():
         queue.started_job_registry.cleanup(timestamp=time.time() + 24 * 3600)
     assert memories.count(USER_ID, content=NEW_FACT) == 0
@@ -192,7 +193,7 @@ def test_a_worker_stops_without_waiting_out_its_pubsub_thread(app):
 
     from jobs.worker import AppSimpleWorker
 
-    queue = app.extensions["memory_queue"].rq_queue()
+    queue = rq_queue(app)
     worker = AppSimpleWorker([queue], connection=queue.connection, app=app)
     worker.subscribe()
     wait_until(lambda: worker.pubsub.subscribed, 10, "the command channel subscribed")
@@ -203,3 +204,15 @@ def test_a_worker_stops_without_waiting_out_its_pubsub_thread(app):
     stopping.start()
     stopping.join(timeout=10)
     assert not stopping.is_alive(), "the worker waits on its pubsub thread to stop"
+
+
+def test_a_burst_worker_with_redis_unreachable_prints_one_line_and_exits_1(app, tmp_path):
+    """SPEC §11: `worker --burst` has nothing to wait for (a long-running worker waits, §9)."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with worker_processes(1, tmp_path, burst=True,
+                          REDIS_URL=f"redis://127.0.0.1:{port}/0") as (worker,):
+        assert worker.wait(timeout=60) == 1
+    lines = [line for line in (tmp_path / "worker-0.log").read_text().splitlines() if line]
+    assert len(lines) == 1 and "Redis" in lines[0], lines

@@ -19,6 +19,11 @@ from app.memory.context_cache import (
 from tests.conftest import TEST_REDIS_URL
 
 USER = 7
+NAMESPACE = "tests"
+
+
+def namespace() -> str:
+    return NAMESPACE
 
 
 @pytest.fixture(params=["redis", "local"])
@@ -28,7 +33,7 @@ def cache(request, app):
         yield LocalContextCache()
         return
     client = redis.Redis.from_url(TEST_REDIS_URL)
-    yield RedisContextCache(client)
+    yield RedisContextCache(client, namespace)
     client.close()
 
 
@@ -91,8 +96,8 @@ def test_a_change_of_one_user_leaves_the_others_cached(cache):
 
 def test_a_writer_that_died_in_flight_stops_caching_only_until_its_deadline(app):
     client = redis.Redis.from_url(TEST_REDIS_URL)
-    cache = RedisContextCache(client)
-    client.hset(f"{KEY_PREFIX}{USER}", mapping={"v": 3, "w": 1,
+    cache = RedisContextCache(client, namespace)
+    client.hset(f"{KEY_PREFIX.format(namespace=NAMESPACE)}{USER}", mapping={"v": 3, "w": 1,
                                                 "d": int(time.time() * 1000) - 1})
     found = cache.lookup(USER, None)
     assert found.version == 3
@@ -103,9 +108,9 @@ def test_a_writer_that_died_in_flight_stops_caching_only_until_its_deadline(app)
 
 def test_redis_entries_expire(app):
     client = redis.Redis.from_url(TEST_REDIS_URL)
-    cache = RedisContextCache(client)
+    cache = RedisContextCache(client, namespace)
     cache.store(USER, None, cache.lookup(USER, None).version, "block")
-    assert 0 < client.ttl(f"{KEY_PREFIX}{USER}") <= TTL_S
+    assert 0 < client.ttl(f"{KEY_PREFIX.format(namespace=NAMESPACE)}{USER}") <= TTL_S
     client.close()
 
 
@@ -118,13 +123,13 @@ def test_the_in_process_cache_keeps_at_most_its_bound():
 
 
 def test_an_unreachable_redis_is_a_miss_and_no_store():
-    cache = RedisContextCache(redis.Redis(port=1, socket_connect_timeout=0.2))
+    cache = RedisContextCache(redis.Redis(port=1, socket_connect_timeout=0.2), namespace)
     found = cache.lookup(USER, None)
     assert (found.block, found.version) == (None, None)
 
 
 def test_a_change_cannot_commit_while_redis_cannot_be_told():
-    cache = RedisContextCache(redis.Redis(port=1, socket_connect_timeout=0.2))
+    cache = RedisContextCache(redis.Redis(port=1, socket_connect_timeout=0.2), namespace)
     with pytest.raises(redis.ConnectionError), cache.writing([USER]):
         pytest.fail("the commit must not run")
 
@@ -133,7 +138,7 @@ def test_a_change_cannot_commit_while_redis_cannot_be_told():
 
 def test_lookups_and_stores_in_turn_use_one_connection_of_the_pool(app):
     client = cache_client(TEST_REDIS_URL, client_name="context-cache-under-test")
-    cache = RedisContextCache(client)
+    cache = RedisContextCache(client, namespace)
     for user in range(USER, USER + 50):
         cache.store(user, "mao", cache.lookup(user, "mao").version, f"block {user}")
     # Each lookup read its own reply, never the reply of the store before it.
@@ -147,7 +152,7 @@ def test_lookups_and_stores_in_turn_use_one_connection_of_the_pool(app):
 def test_a_restarted_redis_costs_no_lookup_a_trip_to_the_database(own_redis):
     """The idle connection died with the server; the next lookup is made on a new one instead
     of counting as Redis being down."""
-    cache = RedisContextCache(cache_client(own_redis.url))
+    cache = RedisContextCache(cache_client(own_redis.url), namespace)
     cache.store(USER, None, cache.lookup(USER, None).version, "block")
     assert cache.lookup(USER, None).block == "block"
     own_redis.stop()
@@ -162,7 +167,7 @@ def test_a_reply_that_came_too_late_never_answers_a_later_lookup(own_redis):
     """A lookup that timed out leaves its reply on the way: that connection is closed, so the
     reply cannot be read as the answer to another user's lookup."""
     client = redis.Redis.from_url(own_redis.url)
-    cache = RedisContextCache(cache_client(own_redis.url, socket_timeout=0.3))
+    cache = RedisContextCache(cache_client(own_redis.url, socket_timeout=0.3), namespace)
     for user in (USER, USER + 1):
         cache.store(user, None, cache.lookup(user, None).version, f"block {user}")
     client.client_pause(1000)

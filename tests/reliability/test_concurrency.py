@@ -19,8 +19,7 @@ import sqlalchemy as sa
 from flask.testing import FlaskClient
 from rq import Queue
 
-from app.extraction.queue import QUEUE_NAME
-from tests.completions import capture_on, event
+from tests.completions import capture_on, event, queue_name
 from tests.conftest import TEST_DATABASE_URL, TEST_REDIS_URL, Memories
 from tests.llm_server import ScriptedLlm
 from tests.reliability.conftest import deliver
@@ -133,6 +132,6 @@ def test_eight_workers_never_take_a_user_past_200_active(app, client, llm, memor
     assert failed == [], failed[:5]
     connection = redis.Redis.from_url(TEST_REDIS_URL)
     try:
-        assert Queue(QUEUE_NAME, connection=connection).failed_job_registry.count == 0
+        assert Queue(queue_name(app), connection=connection).failed_job_registry.count == 0
     finally:
         connection.close()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import redis
 
 from app.memory.context_cache import KEY_PREFIX
+from app.system.installation import installation
 from tests.conftest import SERVICE_TOKEN, TEST_REDIS_URL, assert_ok
 from tests.serving import gunicorn
 
@@ -53,8 +54,9 @@ def test_no_read_is_older_than_a_change_committed_before_it(app, alice, tmp_path
         webs = (web_a.url, web_b.url)
         context = f"/api/v1/internal/memory/context?userId={alice.user_id}&projectKey=mao"
         _call(webs[0] + context, platform)
-        cached = redis.Redis.from_url(TEST_REDIS_URL).hget(f"{KEY_PREFIX}{alice.user_id}",
-                                                           "b:mao")
+        with app.app_context():
+            prefix = KEY_PREFIX.format(namespace=installation().namespace)
+        cached = redis.Redis.from_url(TEST_REDIS_URL).hget(f"{prefix}{alice.user_id}", "b:mao")
         assert cached is not None, "the first read did not fill the cache"
 
         writes: list[Span] = []

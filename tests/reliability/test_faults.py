@@ -23,10 +23,9 @@ from werkzeug.test import TestResponse
 
 from app.extensions import db
 from app.extraction.models import WebhookEvent
-from app.extraction.queue import QUEUE_NAME
 from app.memory.context_cache import REDIS_BACKOFF_S
 from app.sessions.models import PlatformSession
-from tests.completions import capture_on, event, only_outcome, outcomes
+from tests.completions import capture_on, event, only_outcome, outcomes, queue_name
 from tests.conftest import SERVICE_TOKEN, TEST_DATABASE_URL, TEST_REDIS_URL, Accounts, Memories
 from tests.llm_server import ScriptedLlm
 from tests.redis_server import RedisServer
@@ -54,7 +53,7 @@ def test_webhook_is_503_with_nothing_recorded_while_redis_is_down_and_fine_after
     service = make_app(REDIS_URL=own_redis.url)
     capture_on(service, USER_ID)
     client = service.test_client()
-    queue = Queue(QUEUE_NAME, connection=service.extensions["memory_queue"].redis)
+    queue = Queue(queue_name(service), connection=service.extensions["memory_queue"].redis)
 
     first = deliver(client, event(eventId="evt-before", sessionId=1, userId=USER_ID))
     assert first.get_json()["data"]["enqueued"] is True
@@ -235,8 +234,8 @@ def test_a_job_killed_while_the_model_answers_is_failed_once_and_never_applied(
         # Nobody is left to write the outcome: RQ's registry maintenance finds the job later
         # (run here as if its heartbeat had long expired).
         assert outcomes(app) == []
-        queue = app.extensions["memory_queue"].rq_queue()
         with app.app_context():
+            queue = app.extensions["memory_queue"].rq_queue()
             queue.started_job_registry.cleanup(timestamp=time.time() + 24 * 3600)
     # The answer the model was still writing reaches nobody.
     wait_until(lambda: llm.requests[0].ended < float("inf"), 30, "the model's answer")
@@ -251,7 +250,7 @@ def test_a_job_killed_while_the_model_answers_is_failed_once_and_never_applied(
     assert (again["enqueued"], again["reason"]) == (False, "duplicate_event")
     connection = redis.Redis.from_url(TEST_REDIS_URL)
     try:
-        assert Queue(QUEUE_NAME, connection=connection).count == 0
+        assert Queue(queue_name(app), connection=connection).count == 0
     finally:
         connection.close()
     # …and a fresh worker finds nothing to run twice.

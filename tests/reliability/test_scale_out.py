@@ -10,10 +10,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from itertools import combinations
 
-from rq.job import Job
-
 from app.platform import client
-from tests.completions import capture_on, event, outcomes
+from tests.completions import capture_on, event, outcomes, rq_job
 from tests.conftest import SERVICE_TOKEN, TEST_REDIS_URL, WEBHOOK_SECRET
 from tests.serving import gunicorn
 from tests.workers import registered_workers, wait_until, worker_processes
@@ -98,7 +96,6 @@ def test_two_web_processes_and_two_workers_process_each_event_once(app, llm, tmp
         assert not _overlap(a, b), "two jobs of one session ran at the same time"
     assert any(_overlap(a, b) for a, b in combinations(requests, 2)), \
         "the two workers never ran jobs at the same time"
-    connection = app.extensions["memory_queue"].redis
-    workers = {Job.fetch(o["jobId"], connection=connection).worker_name for o in done}
+    workers = {rq_job(app, o["jobId"]).worker_name for o in done}
     assert len(workers) == 2, "both workers took jobs"
 

@@ -16,9 +16,8 @@ from rq import Queue
 
 from app.extensions import db
 from app.extraction.models import WebhookEvent
-from app.extraction.queue import QUEUE_NAME
 from app.sessions.models import PlatformSession
-from tests.completions import capture_on
+from tests.completions import capture_on, queue_name
 from tests.reliability.conftest import WEBHOOK_PATH, deliver, envelope_error, signed
 from tests.reliability.routes import webhook_event
 
@@ -28,7 +27,7 @@ USER_ID = 4242
 def queued_jobs(app: Flask) -> int:
     connection = redis.Redis.from_url(app.config["REDIS_URL"])
     try:
-        return Queue(QUEUE_NAME, connection=connection).count
+        return Queue(queue_name(app), connection=connection).count
     finally:
         connection.close()
 
