@@ -39,6 +39,8 @@ from app.system.installation import installation
 
 log = logging.getLogger(__name__)
 
+# job.meta: how often the job was put back because its session was busy.
+DEFERRALS = "deferrals"
 # The pause before the worker tries Redis again, doubling up to the longest.
 REDIS_WAIT_S = (1.0, 30.0)
 
@@ -46,13 +48,18 @@ REDIS_WAIT_S = (1.0, 30.0)
 def run_current(run: Callable[[Payload, int, str], JobResult], payload: Payload) -> Retry | None:
     """Run one attempt of the RQ job being performed; a wish to retry becomes RQ's Retry."""
     job = get_current_job()
-    attempt = (job.number_of_retries or 0) + 1
+    # RQ counts every run again as a retry; those put back for a busy session are not attempts.
+    runs = (job.number_of_retries or 0) + 1
+    attempt = runs - job.meta.get(DEFERRALS, 0)
     result = run(payload, attempt, job_id_of(job))
     if result.retry_in is None:
         return None
+    if result.deferred:
+        job.meta[DEFERRALS] = job.meta.get(DEFERRALS, 0) + 1
+        job.save_meta()
     # The job owns the policy (how many attempts, how long between them); RQ only carries out
     # this one delay, so `max` just has to stay above the retries RQ has counted so far.
-    return Retry(max=attempt, interval=result.retry_in)
+    return Retry(max=runs, interval=result.retry_in)
 
 
 def _record_lost(job: Any, reason: str) -> None:
@@ -64,7 +71,8 @@ def _record_lost(job: Any, reason: str) -> None:
     if payload.get("session_id") is not None:
         memory_queue().release_dead_holder(payload["session_id"], job_id_of(job))
     ran_for_s = (now() - job.started_at).total_seconds() if job.started_at else 0.0
-    outcomes.record_lost(kind, job_id_of(job), payload, attempts=(job.number_of_retries or 0) + 1,
+    attempts = (job.number_of_retries or 0) + 1 - job.meta.get(DEFERRALS, 0)
+    outcomes.record_lost(kind, job_id_of(job), payload, attempts=attempts,
                          reason=reason, ran_for_s=ran_for_s)
 
 

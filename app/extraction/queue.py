@@ -55,11 +55,19 @@ return 0
 _DESCRIBED = (("user", "user_id"), ("session", "session_id"), ("group", "scope"))
 
 
+# How long a job waits for its session's lock before it is put back (SPEC §11: a busy session
+# never holds a worker), and how much later it is run again.
+SESSION_LOCK_WAIT_S = 1
+SESSION_BUSY_DELAY_S = 2
+
+
 @dataclass(frozen=True)
 class JobResult:
-    """What a job tells the queue: done, or run me again in `retry_in` seconds."""
+    """What a job tells the queue: done, or run me again in `retry_in` seconds — as its next
+    attempt, or (`deferred`) as the same attempt, put back because its session was busy."""
 
     retry_in: int | None = None
+    deferred: bool = False
 
 
 @dataclass(frozen=True)
@@ -94,21 +102,19 @@ class SessionBusy(Exception):
 class Timing:
     """Time budgets, all derived from the LLM timeout so they stay consistent.
 
-    A job holding the session lock does one LLM call plus database work (`work_s`). Waiting for
-    the lock is bounded by one such job; the RQ job timeout covers the wait and the own work; the
-    lock outlives the job timeout and RQ's own kill margin, so a live holder never loses it and
-    a dead one's lock expires.
+    A job holding the session lock does one LLM call plus database work (`work_s`). A job that
+    finds the lock taken waits a moment (`lock_wait_s`), then is put back for later instead of
+    holding its worker; the RQ job timeout covers the wait and the own work; the lock outlives
+    the job timeout and RQ's own kill margin, so a live holder never loses it and a dead one's
+    lock expires (or is freed when its death is recorded).
     """
 
     work_s: int
+    lock_wait_s: int = SESSION_LOCK_WAIT_S
 
     @classmethod
     def for_app(cls, app: Flask) -> Timing:
         return cls(work_s=math.ceil(float(app.config["MEMORY_LLM_TIMEOUT_S"])) + 30)
-
-    @property
-    def lock_wait_s(self) -> int:
-        return self.work_s
 
     @property
     def job_timeout_s(self) -> int:

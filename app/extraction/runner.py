@@ -33,7 +33,7 @@ from app.extraction import consolidation, llm, parser, pipeline, trigger
 from app.extraction.llm import LlmError, LlmTransientError
 from app.extraction.models import JobOutcome
 from app.extraction.outcomes import JobKindName, Outcome, OutcomeStatus, record
-from app.extraction.queue import JobResult, SessionBusy, memory_queue
+from app.extraction.queue import SESSION_BUSY_DELAY_S, JobResult, SessionBusy, memory_queue
 from app.memory import repository, rules
 from app.memory.memories import GroupChanged
 from app.memory.repository import Known
@@ -66,7 +66,7 @@ def _fail(outcome: Outcome, reason: str) -> None:
 
 def _transient_reason(exc: BaseException) -> str | None:
     """Why `exc` is worth another attempt later, or None."""
-    if isinstance(exc, (LlmTransientError, SessionBusy, pipeline.InputsUnreadable)):
+    if isinstance(exc, (LlmTransientError, pipeline.InputsUnreadable)):
         return exc.reason
     if isinstance(exc, RedisError):
         return "redis_unavailable"
@@ -104,6 +104,13 @@ def _attempt(outcome: Outcome, attempt: int, work: Callable[[], None]) -> JobRes
         _patient(outcome, work)
     except AlreadyDone:
         raise
+    except SessionBusy:
+        # Another job of the session runs: put back for a moment later, not an attempt, and
+        # no worker waits on the lock meanwhile (SPEC §11 "Workers").
+        log.info("event=job.deferred kind=%s job=%s session=%s reason=session_busy "
+                 "retry_in_s=%d", outcome.kind, outcome.job_id, outcome.session_id,
+                 SESSION_BUSY_DELAY_S)
+        return JobResult(retry_in=SESSION_BUSY_DELAY_S, deferred=True)
     except Exception as exc:
         reason = _transient_reason(exc)
         if reason is not None:
