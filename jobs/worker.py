@@ -21,7 +21,9 @@ from flask import Flask, current_app
 from flask.cli import with_appcontext
 from rq import Queue, Retry, SimpleWorker, Worker, get_current_job
 from rq.exceptions import AbandonedJobError
+from rq.job import JobStatus
 from rq.utils import now
+from rq.worker import WorkerStatus
 from sqlalchemy.exc import SQLAlchemyError
 
 from app import metrics, redis_connection
@@ -41,6 +43,10 @@ log = logging.getLogger(__name__)
 
 # job.meta: how often the job was put back because its session was busy.
 DEFERRALS = "deferrals"
+# RQ's maintenance — jobs of dead workers, jobs a dying worker popped, a scheduler that died
+# with a Redis outage or failover — every 30 s rather than RQ's 10 min (a lock per queue makes
+# it one worker's work).
+MAINTENANCE_INTERVAL_S = 30
 # The pause before the worker tries Redis again, doubling up to the longest.
 REDIS_WAIT_S = (1.0, 30.0)
 
@@ -90,7 +96,34 @@ class AppContextMixin:
 
     def __init__(self, *args: Any, app: Flask, **kwargs: Any) -> None:
         self.app = app
+        kwargs.setdefault("maintenance_interval", MAINTENANCE_INTERVAL_S)
         super().__init__(*args, **kwargs)
+
+    def handle_job_failure(self, job: Any, queue: Any, started_job_registry: Any = None,
+                           exc_string: str = "", execution: Any = None) -> None:
+        """A job that never started — popped into RQ's intermediate queue by a worker that
+        died before running it, and found there by maintenance — goes back to its queue to be
+        run: it was accepted (202) and never ran, so it is not a failure."""
+        if execution is None and job.get_status() == JobStatus.QUEUED:
+            log.warning("event=job.requeued job=%s reason=popped_by_a_dead_worker", job.id)
+            queue.enqueue_job(job)
+            return
+        super().handle_job_failure(job, queue, started_job_registry, exc_string, execution)
+
+    def request_stop(self, signum: Any, frame: Any) -> None:
+        """SIGTERM/SIGINT. An idle worker is in a blocking dequeue that RQ leaves by raising
+        from the signal handler, mid-read: under Sentinel redis-py then keeps the connection
+        (it does not disconnect on errors there), so the BLMOVE stays open on the server and
+        pops the next job for a worker that is gone, and RQ's last pipeline reads the BLMOVE's
+        answer ("Wrong number of response items"). Closing the connections first ends the
+        dequeue on the server; the worker's last writes open new ones."""
+        if self.get_state() != WorkerStatus.BUSY:
+            # The command channel first (RQ's own teardown step, done once), so its thread is
+            # not left reading a connection closed under it.
+            self.unsubscribe()
+            self.pubsub_thread = None
+            self.connection.connection_pool.disconnect()
+        super().request_stop(signum, frame)
 
     def execute_job(self, job: Any, queue: Any) -> None:
         with self.app.app_context():

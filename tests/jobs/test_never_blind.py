@@ -87,3 +87,36 @@ def test_no_pooled_database_connection_crosses_a_fork(app):
         assert all(pool.checkedin() >= 1 for pool in [db.engine.pool, *hot_engines().pools()])
         with hot_engines().reads.connect() as conn:
             assert conn.execute(sa.text("SELECT 1")).scalar() == 1
+
+
+def test_a_job_popped_by_a_worker_that_died_before_running_it_is_run(
+        app, llm, webhook, run_jobs):
+    """SPEC §11 "Workers": RQ moves a popped job into its intermediate queue; a worker killed
+    right then never starts it. Maintenance finds it there (RQ's own bookkeeping: first seen,
+    then more than a minute later) and it runs — it was accepted with a 202."""
+    from datetime import timedelta
+
+    from rq.utils import now
+
+    from jobs.worker import AppSimpleWorker
+    from tests.completions import rq_queue
+
+    capture_on(app)
+    llm.reply_items([])
+    assert_ok(webhook(event()), 202)
+    queue = rq_queue(app)
+    (job_id,) = queue.job_ids
+    # What the dying worker's dequeue did, then never got further.
+    queue.connection.lmove(queue.key, queue.intermediate_queue_key)
+    assert queue.job_ids == []
+    intermediate = queue.intermediate_queue
+    intermediate.set_first_seen(job_id)
+    queue.connection.set(intermediate.get_first_seen_key(job_id),
+                         (now() - timedelta(minutes=2)).timestamp())
+
+    worker = AppSimpleWorker([queue], connection=queue.connection, app=app)
+    worker.clean_registries()
+    assert queue.job_ids == [job_id]
+    run_jobs()
+    (outcome,) = outcomes(app)
+    assert (outcome["status"], outcome["attempts"]) == ("succeeded", 1)
