@@ -120,3 +120,34 @@ def test_a_job_popped_by_a_worker_that_died_before_running_it_is_run(
     run_jobs()
     (outcome,) = outcomes(app)
     assert (outcome["status"], outcome["attempts"]) == ("succeeded", 1)
+
+
+def test_every_accepted_completion_is_learnt_with_its_memories_across_dropped_connections(
+        app, llm, webhook, memories, tmp_path):
+    """The fault run of SPEC §11 in small: two forking workers, deliveries in waves, every
+    database connection killed between waves. Each 202 gets exactly one outcome, succeeded, and
+    every prompt the model got holds the user's memories."""
+    waves, per_wave = 4, 6
+    capture_on(app)
+    memories.add(USER_ID, KNOWN, scope="PROJECT", project_key="mao", source="AUTO")
+    for _ in range(waves * per_wave):
+        llm.reply_items([])
+    accepted = 0
+    with worker_processes(2, tmp_path):
+        wait_until(lambda: registered_workers() == 2, 60, "two registered workers")
+        for wave in range(waves):
+            for n in range(per_wave):
+                body = event(sessionId=1000 + wave * per_wave + n)
+                accepted += assert_ok(webhook(body), 202)["enqueued"]
+            wait_until(lambda: len(outcomes(app)) == accepted, 120, "this wave's outcomes")
+            kill_connections_to_the_test_database()
+            with app.app_context():
+                db.engine.dispose()
+                hot_engines().dispose()
+
+    done = outcomes(app)
+    assert accepted == waves * per_wave
+    assert sorted(o["sessionId"] for o in done) == list(range(1000, 1000 + accepted))
+    assert {(o["status"], o["reason"]) for o in done} == {("succeeded", "nothing_to_remember")}
+    assert len(llm.requests) == accepted
+    assert all(KNOWN in request.prompt for request in llm.requests), "a blind model call"
