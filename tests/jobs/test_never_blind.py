@@ -139,7 +139,9 @@ def test_every_accepted_completion_is_learnt_with_its_memories_across_dropped_co
             for n in range(per_wave):
                 body = event(sessionId=1000 + wave * per_wave + n)
                 accepted += assert_ok(webhook(body), 202)["enqueued"]
-            wait_until(lambda: len(outcomes(app)) == accepted, 120, "this wave's outcomes")
+            expected = accepted
+            wait_until(lambda: len(outcomes(app)) == expected, 120,  # noqa: B023 (awaited here)
+                       "this wave's outcomes")
             kill_connections_to_the_test_database()
             with app.app_context():
                 db.engine.dispose()
