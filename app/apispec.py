@@ -137,11 +137,13 @@ api = SpecTree(
 )
 
 
-def answers(status: int, data: Any, *, errors: tuple[int, ...]) -> Response:
+def answers(status: int, data: Any, *, errors: tuple[int, ...],
+            conflict: type[BaseModel] | None = None) -> Response:
     """A success answer of the envelope around `data` (None: data is null), and the error
-    statuses the route may give, each the failure envelope."""
+    statuses the route may give, each the failure envelope — `conflict` the body of its 412."""
     return Response(**{f"HTTP_{status}": Envelope[data]},
-                    **{f"HTTP_{code}": Error for code in errors})
+                    **{f"HTTP_{code}": Error for code in errors},
+                    **({"HTTP_412": conflict} if conflict is not None else {}))
 
 
 def described(view: V, **doc: Any) -> V:

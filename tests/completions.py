@@ -155,10 +155,11 @@ def only_outcome(app: Flask) -> dict[str, Any]:
     return rows[0]
 
 
-def wait_for_blocked(engine: sa.Engine, *statements: str, timeout_s: float = 15) -> bool:
-    """Poll until another connection to this test database has been stuck for 200 ms in a
-    statement starting with one of `statements` (default INSERT, UPDATE), i.e. waits for a lock
-    we hold (True), or time out (False).
+def wait_for_blocked(engine: sa.Engine, *statements: str, timeout_s: float = 15,
+                     at_least: int = 1) -> bool:
+    """Poll until `at_least` other connections to this test database have been stuck for 200 ms
+    in a statement starting with one of `statements` (default INSERT, UPDATE), i.e. wait for a
+    lock we hold (True), or time out (False).
 
     PROCESSLIST is live; INNODB_TRX is not (a server-wide cache that frequent readers keep
     from refreshing), so it cannot be polled.
@@ -170,7 +171,7 @@ def wait_for_blocked(engine: sa.Engine, *statements: str, timeout_s: float = 15)
     deadline = time.monotonic() + timeout_s
     with engine.connect() as probe:
         while time.monotonic() < deadline:
-            if probe.execute(query).scalar():
+            if probe.execute(query).scalar() >= at_least:
                 return True
             probe.rollback()
             time.sleep(0.05)
