@@ -180,9 +180,13 @@
 
   // ---- typed text is never discarded without asking ----
 
+  // A conflict's own words (data-conflict) are unsaved as they arrive: the save was refused.
+  function unsaved(area) {
+    return area.value !== area.defaultValue || area.closest('form[data-conflict]') !== null;
+  }
+
   function unsavedEdits() {
-    return Array.from(document.querySelectorAll('form[data-inline-edit] textarea'))
-      .filter(function (area) { return area.value !== area.defaultValue; });
+    return Array.from(document.querySelectorAll('form[data-inline-edit] textarea')).filter(unsaved);
   }
 
   var pendingRequest = null;
@@ -261,7 +265,7 @@
     document.querySelectorAll('form[data-inline-edit]').forEach(function (form) {
       var area = form.querySelector('textarea');
       var row = form.closest('li[id^="memory-"]');
-      if (area && row && area.value !== area.defaultValue) drafts.edits[row.id] = area.value;
+      if (area && row && unsaved(area)) drafts.edits[row.id] = area.value;
     });
     var dialog = document.getElementById('memory-dialog');
     var content = document.getElementById('memory-content');
