@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, request
 
 from app import params
-from app.apispec import USER_SECURITY, answers, api
+from app.apispec import USER_SECURITY, answers, api, with_etag
 from app.auth.identity import current_user_id, user_api
 from app.envelope import conflict, ok, ok_encoded
 from app.errors import VersionConflict
@@ -15,7 +15,7 @@ from app.memory.access_log import Access
 from app.memory.models import MemoryItem
 from app.memory.repository import Filters
 from app.paging import PageRequest
-from app.schemas import PageQuery
+from app.schemas import Envelope, PageQuery
 from app.schemas.memory import (
     AccessPage,
     AutoCapture,
@@ -43,6 +43,9 @@ def _documented(status: int, data: object, errors: tuple[int, ...], *,
                      conflict=VersionConflictOut if preconditions else None),
         headers=Preconditions if preconditions else None, tags=["user"],
         security=USER_SECURITY)
+
+
+with_etag(Envelope[MemoryItemOut], VersionConflictOut)
 
 
 def _one(item: MemoryItem, status: int = 200) -> Response:
