@@ -10,6 +10,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+import pymysql
 import redis
 import sqlalchemy as sa
 from flask import Flask
@@ -153,6 +154,18 @@ def only_outcome(app: Flask) -> dict[str, Any]:
     rows = outcomes(app)
     assert len(rows) == 1, rows
     return rows[0]
+
+
+def in_open_transaction(app: Flask, statement: str, *args: Any) -> pymysql.Connection:
+    """Run `statement` on a connection of its own in a transaction left open: the row locks it
+    takes are held until the caller's commit() (a slow writer, another request)."""
+    url = sa.make_url(app.config["SQLALCHEMY_DATABASE_URI"])
+    conn = pymysql.connect(host=url.host, port=url.port or 3306, user=url.username,
+                           password=url.password or "", database=url.database)
+    conn.begin()
+    with conn.cursor() as cursor:
+        cursor.execute(statement, args)
+    return conn
 
 
 def wait_for_blocked(engine: sa.Engine, *statements: str, timeout_s: float = 15,

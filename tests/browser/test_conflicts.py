@@ -36,6 +36,20 @@ def open_edit(tab: Page, item: int, words: str) -> None:
     row.locator("textarea").fill(words)
 
 
+ORIGINAL, THEIRS, MINE = "周报用中文写", "周报用中文写,附上数据表", "周报用英文写"
+
+
+def edits_cross(page: Page, alice_id: int, store: Store) -> tuple[Page, int]:
+    """Tab B opens an edit, tab A saves one, tab B saves its own: B's row shows the conflict."""
+    item = store.add(alice_id, ORIGINAL)
+    tab_a, tab_b = two_tabs(page)
+    open_edit(tab_b, item, MINE)
+    edit_and_save(tab_a, item, THEIRS)
+    tab_b.locator(f"#memory-{item}").get_by_role("button", name="保存", exact=True).click()
+    expect(tab_b.get_by_role("button", name="保留我的")).to_be_visible()
+    return tab_b, item
+
+
 def keep_row(tab: Page, item: int, name: str, device: str) -> None:
     """A screenshot for docs/screenshots/ with the whole row in view, from its top."""
     tab.locator(f"#memory-{item}").evaluate("row => row.scrollIntoView({block: 'start'})")
@@ -45,54 +59,41 @@ def keep_row(tab: Page, item: int, name: str, device: str) -> None:
 @ON_BOTH_SCREENS
 def test_an_edit_saved_over_the_other_tabs_edit_shows_both_and_keep_mine_saves_mine(
         page: Page, alice_id: int, store: Store, device: str):
-    item = store.add(alice_id, "周报用中文写")
-    tab_a, tab_b = two_tabs(page)
-    open_edit(tab_b, item, "周报用英文写")
-    edit_and_save(tab_a, item, "周报用中文写,附上数据表")
+    tab_b, item = edits_cross(page, alice_id, store)
     row = tab_b.locator(f"#memory-{item}")
-    row.get_by_role("button", name="保存", exact=True).click()
-
     expect(row.get_by_role("alert")).to_contain_text("这条记忆在你编辑时已在别处改动")
-    expect(row.get_by_label("你写的")).to_have_value("周报用英文写")
-    expect(row.locator(".conflict-theirs")).to_contain_text("周报用中文写,附上数据表")
+    expect(row.get_by_label("你写的")).to_have_value(MINE)
+    expect(row.locator(".conflict-theirs")).to_contain_text(THEIRS)
     expect(row.get_by_role("button", name="用现在的")).to_be_visible()
-    assert store.get(item)["content"] == "周报用中文写,附上数据表"
+    assert store.get(item)["content"] == THEIRS
     keep_row(tab_b, item, "conflict-edit", device)
 
     row.get_by_role("button", name="保留我的").click()
-    expect(row.locator(".memory-content")).to_have_text("周报用英文写")
+    expect(row.locator(".memory-content")).to_have_text(MINE)
     expect(tab_b.locator("#toast")).to_contain_text("已保存")
-    assert (store.get(item)["content"], store.get(item)["version"]) == ("周报用英文写", 3)
+    stored = store.get(item)
+    assert (stored["content"], stored["version"]) == (MINE, 3)
 
 
 def test_take_theirs_shows_the_stored_words_and_saves_nothing(page: Page, alice_id: int,
                                                               store: Store):
-    item = store.add(alice_id, "周报用中文写")
-    tab_a, tab_b = two_tabs(page)
-    open_edit(tab_b, item, "周报用英文写")
-    edit_and_save(tab_a, item, "周报用中文写,附上数据表")
+    tab_b, item = edits_cross(page, alice_id, store)
     row = tab_b.locator(f"#memory-{item}")
-    row.get_by_role("button", name="保存", exact=True).click()
     row.get_by_role("button", name="用现在的").click()
-    expect(row.locator(".memory-content")).to_have_text("周报用中文写,附上数据表")
+    expect(row.locator(".memory-content")).to_have_text(THEIRS)
     expect(row.get_by_role("button", name="编辑", exact=True)).to_be_focused()
     stored = store.get(item)
-    assert (stored["content"], stored["version"]) == ("周报用中文写,附上数据表", 2)
+    assert (stored["content"], stored["version"]) == (THEIRS, 2)
 
 
 def test_leaving_a_conflict_asks_first_the_typed_words_are_unsaved(page: Page, alice_id: int,
                                                                    store: Store):
-    item = store.add(alice_id, "周报用中文写")
-    tab_a, tab_b = two_tabs(page)
-    open_edit(tab_b, item, "周报用英文写")
-    edit_and_save(tab_a, item, "周报用中文写,附上数据表")
-    tab_b.locator(f"#memory-{item}").get_by_role("button", name="保存", exact=True).click()
-    expect(tab_b.get_by_role("button", name="保留我的")).to_be_visible()
+    tab_b, _ = edits_cross(page, alice_id, store)
     tab_b.get_by_role("link", name="已忽略").click()
     discard = tab_b.locator("#discard-dialog")
     expect(discard).to_be_visible()
     discard.get_by_role("button", name="继续编辑").click()
-    expect(tab_b.get_by_label("你写的")).to_have_value("周报用英文写")
+    expect(tab_b.get_by_label("你写的")).to_have_value(MINE)
 
 
 @ON_BOTH_SCREENS
@@ -118,9 +119,9 @@ def test_a_dismiss_in_one_tab_then_an_edit_in_the_other_says_so_and_keeps_it_dis
 
 def test_a_dismiss_from_a_row_the_other_tab_edited_says_what_changed(page: Page, alice_id: int,
                                                                      store: Store):
-    item = store.add(alice_id, "周报用中文写")
+    item = store.add(alice_id, ORIGINAL)
     tab_a, tab_b = two_tabs(page)
-    edit_and_save(tab_a, item, "周报用中文写,附上数据表")
+    edit_and_save(tab_a, item, THEIRS)
     row = tab_b.locator(f"#memory-{item}")
     expect(row.locator(".memory-content")).to_have_text("周报用中文写")
     row.get_by_role("button", name="忽略", exact=True).click()

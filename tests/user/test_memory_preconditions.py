@@ -5,12 +5,10 @@ write wins, as before."""
 
 from concurrent.futures import ThreadPoolExecutor
 
-import pymysql
 import pytest
-import sqlalchemy as sa
 
 from app.extensions import db
-from tests.completions import wait_for_blocked
+from tests.completions import in_open_transaction, wait_for_blocked
 from tests.conftest import assert_error, assert_ok
 
 URL = "/api/v1/memory"
@@ -122,24 +120,15 @@ def test_if_match_on_another_users_memory_is_404_not_412(alice, bob, method):
                           **if_match('"9"')), 404, 3033)
 
 
-def _lock_row(app, item_id):
-    """Hold the row's lock in a transaction left open, as a slow writer would."""
-    url = sa.make_url(app.config["SQLALCHEMY_DATABASE_URI"])
-    conn = pymysql.connect(host=url.host, port=url.port or 3306, user=url.username,
-                           password=url.password or "", database=url.database)
-    conn.begin()
-    with conn.cursor() as cursor:
-        cursor.execute("SELECT id FROM memory_item WHERE id = %s FOR UPDATE", (item_id,))
-    return conn
-
-
 def test_two_concurrent_edits_from_the_same_version_one_wins_the_other_is_412(
         app, alice, memories):
     """Both requests read the version only under the row lock: they are held at the same lock,
     and when it goes, the second sees the first's version. (A check read before the lock would
     let both through: the last one would silently overwrite the first.)"""
     item = create(alice)
-    holder = _lock_row(app, item["id"])
+    # A slow writer holds the row's lock while both edits arrive.
+    holder = in_open_transaction(app, "SELECT id FROM memory_item WHERE id = %s FOR UPDATE",
+                                 item["id"])
 
     def save(words):
         response = app.test_client().patch(f"{URL}/{item['id']}", json={"content": words},
