@@ -5,11 +5,16 @@ a row out of date does nothing and says what changed. Nothing typed is lost."""
 
 from __future__ import annotations
 
+import sqlalchemy as sa
+from flask import Flask
 from playwright.sync_api import Page, expect
 
+from app.auth.models import LoginSession
+from app.extensions import db
 from tests.browser.conftest import ON_BOTH_SCREENS
 from tests.browser.screens import keep
-from tests.page_support import Store
+from tests.conftest import PASSWORD
+from tests.page_support import PageSession, Store
 
 MEMORY = "/settings/memory"
 
@@ -151,3 +156,30 @@ def test_a_delete_confirmed_after_the_other_tab_dismissed_it_says_so_and_keeps_i
         "这条记忆已在别处被忽略,所以这次的「删除」没有执行:请看清现在的样子再决定。")
     expect(row.get_by_role("button", name="恢复", exact=True)).to_be_visible()
     assert store.get(item)["status"] == "DISMISSED"
+
+
+def test_an_edit_kept_over_an_expired_login_is_still_checked_against_changes_made_meanwhile(
+        page: Page, app: Flask, alice_id: int, store: Store):
+    item = store.add(alice_id, ORIGINAL)
+    page.goto(MEMORY)
+    open_edit(page, item, MINE)
+    with app.app_context():
+        db.session.execute(sa.delete(LoginSession))
+        db.session.commit()
+    page.locator(f"#memory-{item}").get_by_role("button", name="保存", exact=True).click()
+    page.wait_for_url("**/login?**")
+    # While the person logs in again, the memory is changed elsewhere.
+    other = PageSession(app.test_client())
+    other.login("alice")
+    assert other.htmx("PATCH", f"{MEMORY}/items/{item}", {"content": THEIRS},
+                      headers={"If-Match": '"1"'}).status_code == 200
+    page.get_by_label("用户名").fill("alice")
+    page.get_by_label("密码").fill(PASSWORD)
+    page.get_by_role("button", name="登录", exact=True).click()
+
+    row = page.locator(f"#memory-{item}")
+    expect(row.locator("textarea")).to_have_value(MINE)
+    row.get_by_role("button", name="保存", exact=True).click()
+    expect(row.get_by_label("你写的")).to_have_value(MINE)
+    expect(row.locator(".conflict-theirs")).to_contain_text(THEIRS)
+    assert store.get(item)["content"] == THEIRS
