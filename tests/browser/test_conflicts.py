@@ -11,6 +11,7 @@ from playwright.sync_api import Page, expect
 
 from app.auth.models import LoginSession
 from app.extensions import db
+from tests.browser.checks import check_targets_and_contrast
 from tests.browser.conftest import ON_BOTH_SCREENS
 from tests.browser.screens import keep
 from tests.conftest import PASSWORD
@@ -72,6 +73,7 @@ def test_an_edit_saved_over_the_other_tabs_edit_shows_both_and_keep_mine_saves_m
     expect(row.get_by_role("button", name="用现在的")).to_be_visible()
     assert store.get(item)["content"] == THEIRS
     keep_row(tab_b, item, "conflict-edit", device)
+    check_targets_and_contrast(tab_b)
 
     row.get_by_role("button", name="保留我的").click()
     expect(row.locator(".memory-content")).to_have_text(MINE)
@@ -116,6 +118,7 @@ def test_a_dismiss_in_one_tab_then_an_edit_in_the_other_says_so_and_keeps_it_dis
     expect(row.locator(".conflict-theirs")).to_contain_text("(已忽略)")
     expect(row.get_by_label("你写的")).to_have_value("部署前先跑全部测试")
     keep_row(tab_b, item, "conflict-dismissed", device)
+    check_targets_and_contrast(tab_b)
     row.get_by_role("button", name="保留我的").click()
     expect(row.locator(".memory-content")).to_have_text("部署前先跑全部测试")
     stored = store.get(item)
@@ -133,7 +136,8 @@ def test_a_dismiss_from_a_row_the_other_tab_edited_says_what_changed(page: Page,
 
     expect(row.get_by_role("alert")).to_have_text(
         "这条记忆内容已在别处改成了下面这样,所以这次的「忽略」没有执行:请看清现在的样子再决定。")
-    expect(row.locator(".memory-content")).to_have_text("周报用中文写,附上数据表")
+    expect(row.locator(".memory-content")).to_have_text(THEIRS)
+    check_targets_and_contrast(tab_b)
     assert store.get(item)["status"] == "ACTIVE"
     # Seen: now it applies.
     row.get_by_role("button", name="忽略", exact=True).click()
