@@ -48,11 +48,11 @@ class VersionConflict(DomainError):
     updates"): nothing was changed. `current` is the memory as it was read under the lock."""
 
     def __init__(self, current: Any, expected: Collection[int]) -> None:
-        named = ", ".join(str(v) for v in sorted(expected)) or "none"
-        super().__init__(
-            "version_conflict",
-            f"the memory was changed meanwhile: it is at version {current.version}, not "
-            f"{named}; nothing was changed (the item as it is now is in data)")
+        named = ", ".join(str(v) for v in sorted(expected))
+        why = (f"was changed meanwhile: it is at version {current.version}, not {named}"
+               if named else f"is at version {current.version}, which If-Match does not name")
+        super().__init__("version_conflict", f"the memory {why}; nothing was changed (data "
+                                             "holds the memory as it is now)")
         self.current = current
 
 

@@ -128,6 +128,12 @@ def _expected() -> frozenset[int] | None:
     return params.expected_versions(request.if_match)
 
 
+def _moved_on(item: MemoryItem) -> bool:
+    """Whether the row that asked (its If-Match) showed an older version than `item`."""
+    expected = _expected()
+    return expected is not None and item.version not in expected
+
+
 def _what_changed(current: MemoryItem, action: str) -> str:
     """What happened to a memory since the row that asked for `action` was shown, in words,
     from what the row sends of itself (its status and the hash of its words)."""
@@ -319,16 +325,19 @@ def memory_row(item_id: int):
 
 @bp.get("/items/<int:item_id>/edit")
 def memory_row_edit(item_id: int):
-    """One row as an inline edit form."""
+    """One row as an inline edit form, of the memory as it is now (saying so when the row
+    showed an older version)."""
     item = service.get_item(_user_id(), item_id)
-    return render_template("memory/_row_edit.html", item=item, content=item.content)
+    return render_template("memory/_row_edit.html", item=item, content=item.content,
+                           moved=_moved_on(item))
 
 
 @bp.get("/items/<int:item_id>/delete")
 def confirm_delete(item_id: int):
-    """One row asking whether to delete it, naming the memory (删除 cannot be undone)."""
+    """One row asking whether to delete it, naming the memory as it is now (删除 cannot be
+    undone; saying so when the row showed an older version)."""
     item = service.get_item(_user_id(), item_id)
-    return render_template("memory/_row_confirm_delete.html", item=item)
+    return render_template("memory/_row_confirm_delete.html", item=item, moved=_moved_on(item))
 
 
 @bp.patch("/items/<int:item_id>")

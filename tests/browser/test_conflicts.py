@@ -145,6 +145,17 @@ def test_a_dismiss_from_a_row_the_other_tab_edited_says_what_changed(page: Page,
     assert store.get(item)["status"] == "DISMISSED"
 
 
+def test_an_edit_opened_from_a_row_the_other_tab_changed_says_it_shows_the_new_words(
+        page: Page, alice_id: int, store: Store):
+    item = store.add(alice_id, ORIGINAL)
+    tab_a, tab_b = two_tabs(page)
+    edit_and_save(tab_a, item, THEIRS)
+    row = tab_b.locator(f"#memory-{item}")
+    row.get_by_role("button", name="编辑", exact=True).click()
+    expect(row.locator(".stale-note")).to_have_text("这条记忆已在别处改过:下面是现在保存的内容。")
+    expect(row.locator("textarea")).to_have_value(THEIRS)
+
+
 def test_a_delete_confirmed_after_the_other_tab_dismissed_it_says_so_and_keeps_it(
         page: Page, alice_id: int, store: Store):
     item = store.add(alice_id, "周报用中文写")

@@ -174,3 +174,16 @@ def test_a_delete_from_the_current_version_deletes(alice_page, store):
                                     **if_match(1)})
     assert response.status_code == 200
     assert store.get(item) is None
+
+
+@pytest.mark.parametrize(("path", "sentence"), [
+    ("{}/edit", "这条记忆已在别处改过:下面是现在保存的内容。"),
+    ("{}/delete", "这条记忆已在别处改过:要删除的是下面现在的内容。")])
+def test_an_edit_or_delete_opened_from_a_row_out_of_date_says_it_shows_the_memory_as_now(
+        alice_page, store, path, sentence):
+    item = store.add(alice_page.user_id, "旧内容")
+    changed_elsewhere(alice_page, item, content="A 改的内容")
+    url = f"{ITEMS}/{path.format(item)}"
+    opened = alice_page.htmx("GET", url, headers=if_match(1)).text
+    assert sentence in opened and "A 改的内容" in opened
+    assert sentence not in alice_page.htmx("GET", url, headers=if_match(2)).text
