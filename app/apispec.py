@@ -137,11 +137,39 @@ api = SpecTree(
 )
 
 
-def answers(status: int, data: Any, *, errors: tuple[int, ...]) -> Response:
+def answers(status: int, data: Any, *, errors: tuple[int, ...],
+            conflict: type[BaseModel] | None = None) -> Response:
     """A success answer of the envelope around `data` (None: data is null), and the error
-    statuses the route may give, each the failure envelope."""
+    statuses the route may give, each the failure envelope — `conflict` the body of its 412."""
     return Response(**{f"HTTP_{status}": Envelope[data]},
-                    **{f"HTTP_{code}": Error for code in errors})
+                    **{f"HTTP_{code}": Error for code in errors},
+                    **({"HTTP_412": conflict} if conflict is not None else {}))
+
+
+# Answer bodies that come with an ETag (their component names): spectree declares no response
+# headers, so `openapi_json` adds them to every answer with one of these bodies.
+_WITH_ETAG: set[str] = set()
+ETAG_HEADER = {"required": True, "schema": {"type": "string", "pattern": '^"[0-9]+"$'},
+               "description": 'The version of the memory in the body, as "<version>": send it '
+                              "back as If-Match to change the memory only while it is that "
+                              "version."}
+
+
+def with_etag(*bodies: Any) -> None:
+    """Document that every answer whose body is one of `bodies` carries an `ETag`."""
+    _WITH_ETAG.update(f"#/components/schemas/{_component_name(body)}" for body in bodies)
+
+
+def _document() -> dict[str, Any]:
+    """spectree's document, with the ETag of every answer that carries one."""
+    spec = api.spec
+    for item in spec["paths"].values():
+        for operation in item.values():
+            for answer in operation["responses"].values():
+                schema = answer.get("content", {}).get("application/json", {}).get("schema", {})
+                if schema.get("$ref") in _WITH_ETAG:
+                    answer["headers"] = {"ETag": ETAG_HEADER}
+    return spec
 
 
 def described(view: V, **doc: Any) -> V:
@@ -178,7 +206,7 @@ DOCS_ASSET_MAX_AGE_S = 24 * 3600
 @bp.get("/api/openapi.json")
 def openapi_json():
     """This service's OpenAPI document."""
-    return jsonify(api.spec)
+    return jsonify(_document())
 
 
 @bp.get("/api/docs")

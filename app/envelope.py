@@ -33,6 +33,7 @@ class ErrorCode(Enum):
     MEMORY_CONTENT_INVALID = (3034, 400)
     MEMORY_CONTENT_DUPLICATE = (3035, 409)
     MEMORY_LIMIT_EXCEEDED = (3036, 409)
+    MEMORY_VERSION_CONFLICT = (3037, 412)
     INTERNAL_ERROR = (5001, 500)
 
     @property
@@ -73,6 +74,7 @@ DOMAIN_ERRORS: tuple[tuple[type[DomainError], ErrorCode], ...] = (
     (errors.MemoryNotFound, ErrorCode.MEMORY_ITEM_NOT_FOUND),
     (errors.DuplicateContent, ErrorCode.MEMORY_CONTENT_DUPLICATE),
     (errors.LimitReached, ErrorCode.MEMORY_LIMIT_EXCEEDED),
+    (errors.VersionConflict, ErrorCode.MEMORY_VERSION_CONFLICT),
     (errors.UnknownModel, ErrorCode.MODEL_NOT_FOUND),
     (errors.NotEditable, ErrorCode.FORBIDDEN),
 )
@@ -107,6 +109,16 @@ def failure(error: ErrorCode, message: str) -> dict[str, Any]:
 def fail(error: ErrorCode, message: str, http_status: int | None = None) -> tuple[Response, int]:
     """A failure envelope."""
     return jsonify(failure(error, message)), http_status or error.http_status
+
+
+def conflict(message: str, current: dict[str, Any], version: int) -> Response:
+    """A 412 MEMORY_VERSION_CONFLICT: the one failure envelope that carries `data` — the item as
+    it is now — with its `ETag`, so the client can show it and send its change again on it."""
+    body = {**failure(ErrorCode.MEMORY_VERSION_CONFLICT, message), "data": current}
+    response = jsonify(body)
+    response.status_code = ErrorCode.MEMORY_VERSION_CONFLICT.http_status
+    response.set_etag(str(version))
+    return response
 
 
 def refusal(exc: Exception, path: str, logger: Any) -> tuple[ErrorCode, str, int]:

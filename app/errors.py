@@ -8,6 +8,9 @@ snake_case name of the rule that refused (`content_too_long`, `project_key_bot`,
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from typing import Any
+
 
 class DomainError(Exception):
     """A request the domain refuses; nothing was changed."""
@@ -38,6 +41,19 @@ class DuplicateContent(DomainError):
 
     def __init__(self) -> None:
         super().__init__("duplicate_content", "an identical memory already exists")
+
+
+class VersionConflict(DomainError):
+    """The memory is no longer the version the caller changed it from (SPEC §11 "No lost
+    updates"): nothing was changed. `current` is the memory as it was read under the lock."""
+
+    def __init__(self, current: Any, expected: Collection[int]) -> None:
+        named = ", ".join(str(v) for v in sorted(expected))
+        why = (f"was changed meanwhile: it is at version {current.version}, not {named}"
+               if named else f"is at version {current.version}, which If-Match does not name")
+        super().__init__("version_conflict", f"the memory {why}; nothing was changed (data "
+                                             "holds the memory as it is now)")
+        self.current = current
 
 
 class LimitReached(DomainError):

@@ -24,6 +24,7 @@ REASONS: dict[str, str] = {
     "active_limit": (f"生效中的记忆已达 {ACTIVE_PER_USER_MAX} 条上限:"
                      "请先删除或忽略一些,再新增或恢复。"),
     "memory_not_found": "这条记忆已不存在(可能已在别处删除):请刷新页面。",
+    "version_conflict": "这条记忆已在别处改过:请看一下现在的样子,再决定是否重做这次修改。",
     "nothing_to_change": "没有要保存的修改:请修改内容后再保存。",
     # the project of a PROJECT memory
     "project_key_required": "项目级记忆需要一个项目:请选择或输入项目标识。",
@@ -68,6 +69,7 @@ BY_CODE: dict[ErrorCode, str] = {
     ErrorCode.MEMORY_CONTENT_DUPLICATE: "已有相同内容的记忆:请修改内容。",
     ErrorCode.MEMORY_LIMIT_EXCEEDED: (f"生效中的记忆已达 {ACTIVE_PER_USER_MAX} 条上限:"
                                       "请先删除或忽略一些。"),
+    ErrorCode.MEMORY_VERSION_CONFLICT: "这条记忆已在别处改过:请刷新页面,看过现在的样子再操作。",
     ErrorCode.INTERNAL_ERROR: "服务暂时不可用:请稍后重试。",
 }
 
@@ -81,6 +83,7 @@ HEADINGS: dict[ErrorCode, str] = {
     ErrorCode.MEMORY_CONTENT_INVALID: "内容不符合要求",
     ErrorCode.MEMORY_CONTENT_DUPLICATE: "内容重复",
     ErrorCode.MEMORY_LIMIT_EXCEEDED: "已达上限",
+    ErrorCode.MEMORY_VERSION_CONFLICT: "记忆已在别处改过",
     ErrorCode.INTERNAL_ERROR: "服务暂时不可用",
 }
 

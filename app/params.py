@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl, unquote_to_bytes
 
+from werkzeug.datastructures import ETags
 from werkzeug.routing import IntegerConverter
 
 from app.errors import InvalidInput
@@ -76,6 +77,19 @@ def user_id(raw: str | None, name: str) -> int:
     if not 0 < value <= ID_MAX:
         raise InvalidInput("user_id_invalid", f"{name} must be a positive integer")
     return value
+
+
+def expected_versions(if_match: ETags) -> frozenset[int] | None:
+    """The versions an `If-Match` header (werkzeug's parse of it, `request.if_match`) accepts:
+    its entity tags, strong `"3"` or weak `W/"3"` alike, that are versions (ASCII digits); a tag
+    that is not one matches no version. None: no header (or `*`, any current version) — no
+    precondition, the last write wins."""
+    if if_match.star_tag or not if_match:
+        return None
+    # A version is an INT: more digits than a BIGINT has can name none (and int() refuses
+    # 4300 of them with a ValueError, a 500).
+    return frozenset(int(tag) for tag in if_match.as_set(include_weak=True)
+                     if tag.isascii() and tag.isdigit() and len(tag) <= len(str(ID_MAX)))
 
 
 def query_is_utf8(query_string: str) -> bool:

@@ -180,9 +180,13 @@
 
   // ---- typed text is never discarded without asking ----
 
+  // A conflict's own words (data-conflict) are unsaved as they arrive: the save was refused.
+  function unsaved(area) {
+    return area.value !== area.defaultValue || area.closest('form[data-conflict]') !== null;
+  }
+
   function unsavedEdits() {
-    return Array.from(document.querySelectorAll('form[data-inline-edit] textarea'))
-      .filter(function (area) { return area.value !== area.defaultValue; });
+    return Array.from(document.querySelectorAll('form[data-inline-edit] textarea')).filter(unsaved);
   }
 
   var pendingRequest = null;
@@ -261,7 +265,11 @@
     document.querySelectorAll('form[data-inline-edit]').forEach(function (form) {
       var area = form.querySelector('textarea');
       var row = form.closest('li[id^="memory-"]');
-      if (area && row && area.value !== area.defaultValue) drafts.edits[row.id] = area.value;
+      // With the version the edit started from: saved after the login, it is still checked
+      // against changes made meanwhile (a conflict then shows both, never an overwrite).
+      if (area && row && unsaved(area)) {
+        drafts.edits[row.id] = {text: area.value, headers: form.getAttribute('hx-headers')};
+      }
     });
     var dialog = document.getElementById('memory-dialog');
     var content = document.getElementById('memory-content');
@@ -298,7 +306,7 @@
     region.replaceChildren(message);
   }
 
-  function restoreEdit(rowId, text) {
+  function restoreEdit(rowId, draft) {
     var row = document.getElementById(rowId);
     var edit = row && row.querySelector('[hx-get$="/edit"]');
     if (!edit) return false;
@@ -306,8 +314,9 @@
       .then(function () {
         var area = document.querySelector('#' + rowId + ' textarea');
         if (!area) return;
-        area.value = text;
-        refresh(area.closest('form'));
+        area.value = draft.text;
+        if (draft.headers) area.form.setAttribute('hx-headers', draft.headers);
+        refresh(area.form);
         area.focus();
       });
     return true;
@@ -320,7 +329,7 @@
     var drafts = JSON.parse(raw);
     var lost = [];
     Object.keys(drafts.edits || {}).forEach(function (rowId) {
-      if (!restoreEdit(rowId, drafts.edits[rowId])) lost.push(drafts.edits[rowId]);
+      if (!restoreEdit(rowId, drafts.edits[rowId])) lost.push(drafts.edits[rowId].text);
     });
     if (drafts.added) {
       var dialog = document.getElementById('memory-dialog');

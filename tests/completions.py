@@ -10,6 +10,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+import pymysql
 import redis
 import sqlalchemy as sa
 from flask import Flask
@@ -174,10 +175,23 @@ def only_outcome(app: Flask) -> dict[str, Any]:
     return rows[0]
 
 
-def wait_for_blocked(engine: sa.Engine, *statements: str, timeout_s: float = 15) -> bool:
-    """Poll until another connection to this test database has been stuck for 200 ms in a
-    statement starting with one of `statements` (default INSERT, UPDATE), i.e. waits for a lock
-    we hold (True), or time out (False).
+def in_open_transaction(app: Flask, statement: str, *args: Any) -> pymysql.Connection:
+    """Run `statement` on a connection of its own in a transaction left open: the row locks it
+    takes are held until the caller's commit() (a slow writer, another request)."""
+    url = sa.make_url(app.config["SQLALCHEMY_DATABASE_URI"])
+    conn = pymysql.connect(host=url.host, port=url.port or 3306, user=url.username,
+                           password=url.password or "", database=url.database)
+    conn.begin()
+    with conn.cursor() as cursor:
+        cursor.execute(statement, args)
+    return conn
+
+
+def wait_for_blocked(engine: sa.Engine, *statements: str, timeout_s: float = 15,
+                     at_least: int = 1) -> bool:
+    """Poll until `at_least` other connections to this test database have been stuck for 200 ms
+    in a statement starting with one of `statements` (default INSERT, UPDATE), i.e. wait for a
+    lock we hold (True), or time out (False).
 
     PROCESSLIST is live; INNODB_TRX is not (a server-wide cache that frequent readers keep
     from refreshing), so it cannot be polled.
@@ -189,7 +203,7 @@ def wait_for_blocked(engine: sa.Engine, *statements: str, timeout_s: float = 15)
     deadline = time.monotonic() + timeout_s
     with engine.connect() as probe:
         while time.monotonic() < deadline:
-            if probe.execute(query).scalar():
+            if probe.execute(query).scalar() >= at_least:
                 return True
             probe.rollback()
             time.sleep(0.05)

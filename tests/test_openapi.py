@@ -72,3 +72,32 @@ def test_a_405_page_says_which_methods_the_address_takes(client):
     response = client.delete("/login")
     assert response.status_code == 405 and response.mimetype == "text/html"
     assert {"GET", "POST"} <= {m.strip() for m in response.headers["Allow"].split(",")}
+
+
+def _memory_operation(app, method: str) -> dict:
+    return openapi_document(app)["paths"]["/api/v1/memory/{item_id}"][method]
+
+
+def test_changes_to_one_memory_document_if_match_and_their_412(app):
+    """SPEC §11: PATCH and DELETE take If-Match; a stale one is 412 whose body carries data."""
+    schemas = openapi_document(app)["components"]["schemas"]
+    for method in ("patch", "delete"):
+        operation = _memory_operation(app, method)
+        (header,) = [p for p in operation["parameters"] if p["in"] == "header"]
+        assert (header["name"], header["required"]) == ("If-Match", False)
+        body = operation["responses"]["412"]["content"]["application/json"]["schema"]
+        conflict = schemas[body["$ref"].rsplit("/", 1)[1]]
+        assert conflict["properties"]["code"]["const"] == 3037
+        assert conflict["properties"]["data"] == {"$ref": "#/components/schemas/MemoryItemOut"}
+        assert "data" in conflict["required"]
+
+
+def test_every_answer_with_one_memory_documents_its_etag(app):
+    document = openapi_document(app)
+    create = document["paths"]["/api/v1/memory"]["post"]["responses"]["201"]
+    edit = _memory_operation(app, "patch")["responses"]
+    for answer in (create, edit["200"], edit["412"]):
+        assert answer["headers"]["ETag"]["required"] is True
+    listing = document["paths"]["/api/v1/memory"]["get"]["responses"]["200"]
+    assert "headers" not in listing
+    assert "version" in document["components"]["schemas"]["MemoryItemOut"]["required"]

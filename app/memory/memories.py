@@ -26,7 +26,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 
 from app.db_types import utcnow
-from app.errors import DuplicateContent, LimitReached, MemoryNotFound
+from app.errors import DuplicateContent, LimitReached, MemoryNotFound, VersionConflict
 from app.memory import repository as sql_repository
 from app.memory.events import Actor, Changed, Deleted, EventType
 from app.memory.models import MemoryItem
@@ -190,14 +190,23 @@ class UserMemories:
             raise MemoryNotFound()
         return item
 
+    def _check_version(self, item: MemoryItem, expected: Collection[int] | None) -> None:
+        """The caller's precondition (If-Match), on the row locked by `get(for_update=True)`:
+        no other writer can raise its version between this check and the commit."""
+        if expected is not None and item.version not in expected:
+            raise VersionConflict(_detached(item), expected)
+
     def edit(self, item_id: int, *, content: str | None = None,
-             status: Status | None = None) -> MemoryItem:
+             status: Status | None = None,
+             expected_versions: Collection[int] | None = None) -> MemoryItem:
         """New words (re-hashed; the status stays, D12) and/or ACTIVE ↔ DISMISSED. Restoring
-        counts against the 200 cap."""
+        counts against the 200 cap. `expected_versions`: change the row only while its version
+        is one of them, else VersionConflict (None: the last write wins)."""
         restoring = status is Status.ACTIVE
         if restoring:
             self._lock()
         item = self.get(item_id, for_update=True)
+        self._check_version(item, expected_versions)
         now = utcnow()
         changed = False
         if content is not None:
@@ -220,8 +229,11 @@ class UserMemories:
         item.updated_at = now
         return item
 
-    def delete(self, item_id: int) -> None:
-        """Physical delete (D3: the same fact may be learnt again later)."""
+    def delete(self, item_id: int, *, expected_versions: Collection[int] | None = None) -> None:
+        """Physical delete (D3: the same fact may be learnt again later); with
+        `expected_versions`, only while the row's version is one of them (as `edit`)."""
+        if expected_versions is not None:
+            self._check_version(self.get(item_id, for_update=True), expected_versions)
         if self.repository.delete(self.user_id, [item_id]) != 1:
             raise MemoryNotFound()
         self._deleted([item_id])
@@ -331,6 +343,13 @@ class UserMemories:
         self.repository.touch(self.user_id, existing.id, updated_at)
         self._changed(existing.id, EventType.TOUCHED, updated_at)
         return 0, 1
+
+
+def _detached(item: MemoryItem) -> MemoryItem:
+    """A copy of `item` outside the session: what a refusal shows must survive the rollback
+    that follows it (which expires the session's rows, and would read them again)."""
+    return MemoryItem(**{column.key: getattr(item, column.key)
+                         for column in MemoryItem.__mapper__.column_attrs})
 
 
 @dataclass

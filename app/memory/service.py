@@ -114,22 +114,28 @@ def create_item(user_id: int, scope: Scope, content: Any, project_key: Any = Non
 
 @retry_conflicts
 def update_item(user_id: int, item_id: int, *, content: Any = None,
-                status: Status | None = None) -> MemoryItem:
-    """Edit content (re-hash, status kept: D12) and/or change status (ACTIVE ↔ DISMISSED)."""
+                status: Status | None = None,
+                expected_versions: Collection[int] | None = None) -> MemoryItem:
+    """Edit content (re-hash, status kept: D12) and/or change status (ACTIVE ↔ DISMISSED);
+    with `expected_versions` (If-Match), only a row still at one of them (SPEC §11)."""
     if content is None and status is None:
         raise InvalidInput("nothing_to_change", "give content, status or both")
     text = rules.manual_content(content) if content is not None else None
     with UnitOfWork() as uow:
-        item = UserMemories(uow, user_id, Actor.USER).edit(item_id, content=text, status=status)
+        item = UserMemories(uow, user_id, Actor.USER).edit(
+            item_id, content=text, status=status, expected_versions=expected_versions)
         _commit(uow)
         return item
 
 
 @retry_conflicts
-def delete_item(user_id: int, item_id: int) -> None:
-    """Delete for good (D3: the same fact may be learnt again later)."""
+def delete_item(user_id: int, item_id: int, *,
+                expected_versions: Collection[int] | None = None) -> None:
+    """Delete for good (D3: the same fact may be learnt again later); with
+    `expected_versions` (If-Match), only a row still at one of them (SPEC §11)."""
     with UnitOfWork() as uow:
-        UserMemories(uow, user_id, Actor.USER).delete(item_id)
+        UserMemories(uow, user_id, Actor.USER).delete(item_id,
+                                                      expected_versions=expected_versions)
         uow.commit()
 
 

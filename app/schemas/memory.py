@@ -99,6 +99,26 @@ class MemoryItemOut(BaseModel):
     updatedAt: datetime
 
 
+class Preconditions(BaseModel):
+    """The request headers of a change to one memory (SPEC §11 "No lost updates")."""
+
+    ifMatch: str | SkipJsonSchema[None] = Field(
+        None, alias="If-Match",
+        description='the version the change is made from, as the item\'s ETag: "3" (or W/"3"). '
+                    "When the memory is at another version nothing changes and the answer is "
+                    "412 (3037) with the item as it is now; without it the last write wins.")
+
+
+class VersionConflict(BaseModel):
+    """412 MEMORY_VERSION_CONFLICT: the one failure envelope that carries `data` — the item as
+    it is now (its version also in `ETag`)."""
+
+    code: Literal[3037]
+    message: str
+    data: MemoryItemOut
+    timestamp: int
+
+
 class MemoryEvent(BaseModel):
     id: int
     type: Literal["CREATED", "EDITED", "TOUCHED", "UPDATED", "DISMISSED", "RESTORED",

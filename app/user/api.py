@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from flask import Blueprint
+from flask import Blueprint, Response, request
 
-from app.apispec import USER_SECURITY, answers, api
+from app import params
+from app.apispec import USER_SECURITY, answers, api, with_etag
 from app.auth.identity import current_user_id, user_api
-from app.envelope import ok, ok_encoded
+from app.envelope import conflict, ok, ok_encoded
+from app.errors import VersionConflict
 from app.memory import access_log as access
 from app.memory import service
 from app.memory.access_log import Access
 from app.memory.models import MemoryItem
 from app.memory.repository import Filters
 from app.paging import PageRequest
-from app.schemas import PageQuery
+from app.schemas import Envelope, PageQuery
 from app.schemas.memory import (
     AccessPage,
     AutoCapture,
@@ -24,16 +26,44 @@ from app.schemas.memory import (
     MemoryListQuery,
     MemoryPage,
     NewMemory,
+    Preconditions,
     PreviewQuery,
     Projects,
 )
+from app.schemas.memory import VersionConflict as VersionConflictOut
 
 bp = Blueprint("user_api", __name__, url_prefix="/api/v1/memory")
 
 
-def _documented(status: int, data: object, errors: tuple[int, ...]):
-    return api.validate(resp=answers(status, data, errors=errors), tags=["user"],
-                        security=USER_SECURITY)
+def _documented(status: int, data: object, errors: tuple[int, ...], *,
+               preconditions: bool = False):
+    """The route's schemas; `preconditions`: it takes If-Match and may answer 412."""
+    return api.validate(
+        resp=answers(status, data, errors=errors,
+                     conflict=VersionConflictOut if preconditions else None),
+        headers=Preconditions if preconditions else None, tags=["user"],
+        security=USER_SECURITY)
+
+
+with_etag(Envelope[MemoryItemOut], VersionConflictOut)
+
+
+def _one(item: MemoryItem, status: int = 200) -> Response:
+    """An answer that returns one item: its version as the ETag too (SPEC §11)."""
+    response, status = ok(item.to_dict(), status)
+    response.status_code = status
+    response.set_etag(str(item.version))
+    return response
+
+
+def _expected_versions() -> frozenset[int] | None:
+    return params.expected_versions(request.if_match)
+
+
+@bp.errorhandler(VersionConflict)
+def version_conflict(exc: VersionConflict) -> Response:
+    """412: nothing changed; the item as it is now, so the client can show both and choose."""
+    return conflict(exc.message, exc.current.to_dict(), exc.current.version)
 
 
 @bp.get("")
@@ -54,25 +84,27 @@ def list_memories(query: MemoryListQuery):
 def create_memory(json: NewMemory):
     """Create a MANUAL memory (HTTP 201)."""
     item = service.create_item(current_user_id(), json.scope, json.content, json.projectKey)
-    return ok(item.to_dict(), 201)
+    return _one(item, 201)
 
 
 @bp.patch("/<int:item_id>")
 @user_api
-@_documented(200, MemoryItemOut, (400, 401, 403, 404, 409, 413, 503))
+@_documented(200, MemoryItemOut, (400, 401, 403, 404, 409, 413, 503), preconditions=True)
 def update_memory(item_id: int, json: MemoryChange):
-    """Edit content (status kept, D12) and/or switch status ACTIVE ↔ DISMISSED."""
+    """Edit content (status kept, D12) and/or switch status ACTIVE ↔ DISMISSED. With
+    `If-Match`, only while the memory is still that version (else 412 with it as it is now)."""
     item = service.update_item(current_user_id(), item_id, content=json.content,
-                               status=json.status)
-    return ok(item.to_dict())
+                               status=json.status, expected_versions=_expected_versions())
+    return _one(item)
 
 
 @bp.delete("/<int:item_id>")
 @user_api
-@_documented(200, None, (400, 401, 403, 404, 503))
+@_documented(200, None, (400, 401, 403, 404, 503), preconditions=True)
 def delete_memory(item_id: int):
-    """Delete a memory for good (D3: the same fact may be learnt again)."""
-    service.delete_item(current_user_id(), item_id)
+    """Delete a memory for good (D3: the same fact may be learnt again). With `If-Match`,
+    only while the memory is still that version (else 412 with it as it is now)."""
+    service.delete_item(current_user_id(), item_id, expected_versions=_expected_versions())
     return ok(None)
 
 

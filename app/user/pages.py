@@ -14,7 +14,7 @@ from flask import Response, make_response, redirect, render_template, request, u
 from werkzeug.datastructures import MultiDict
 
 from app import messages, pages, params
-from app.errors import DomainError, MemoryNotFound
+from app.errors import DomainError, MemoryNotFound, VersionConflict
 from app.extraction import llm
 from app.memory import access_log as access
 from app.memory import rules, service
@@ -120,6 +120,38 @@ def _beyond(*items: MemoryItem) -> set[int]:
 def _edited(*items: MemoryItem) -> set[int]:
     """Which of `items` the agent made and the user has since edited (自动 · 已编辑)."""
     return service.edited_machine_memories(_user_id(), items)
+
+
+def _expected() -> frozenset[int] | None:
+    """The version the row on screen shows: every change the page sends names it (If-Match),
+    so a row out of date never overwrites a change made elsewhere (SPEC §11)."""
+    return params.expected_versions(request.if_match)
+
+
+def _moved_on(item: MemoryItem) -> bool:
+    """Whether the row that asked (its If-Match) showed an older version than `item`."""
+    expected = _expected()
+    return expected is not None and item.version not in expected
+
+
+def _what_changed(current: MemoryItem, action: str) -> str:
+    """What happened to a memory since the row that asked for `action` was shown, in words,
+    from what the row sends of itself (its status and the hash of its words)."""
+    changes = []
+    if request.values.get("shown_status") not in (None, current.status):
+        changes.append("已在别处被忽略" if current.status == Status.DISMISSED else "已在别处恢复")
+    if request.values.get("shown_words") not in (None, current.dedup_hash):
+        changes.append("内容已在别处改成了下面这样")
+    said = ",".join(changes) or "已在别处改过"
+    return f"这条记忆{said},所以这次的「{action}」没有执行:请看清现在的样子再决定。"
+
+
+def _stale(exc: VersionConflict, action: str, focus: str) -> Response:
+    """A status change or delete from a row out of date: nothing was done; the row as it is
+    now, saying what changed (412)."""
+    html = _row(exc.current, view=MemoryView.from_values(request.values), focus=focus,
+                stale=_what_changed(exc.current, action))
+    return make_response(html, 412)
 
 
 def _row(item: MemoryItem, **context: Any) -> str:
@@ -293,16 +325,19 @@ def memory_row(item_id: int):
 
 @bp.get("/items/<int:item_id>/edit")
 def memory_row_edit(item_id: int):
-    """One row as an inline edit form."""
+    """One row as an inline edit form, of the memory as it is now (saying so when the row
+    showed an older version)."""
     item = service.get_item(_user_id(), item_id)
-    return render_template("memory/_row_edit.html", item=item, content=item.content)
+    return render_template("memory/_row_edit.html", item=item, content=item.content,
+                           moved=_moved_on(item))
 
 
 @bp.get("/items/<int:item_id>/delete")
 def confirm_delete(item_id: int):
-    """One row asking whether to delete it, naming the memory (删除 cannot be undone)."""
+    """One row asking whether to delete it, naming the memory as it is now (删除 cannot be
+    undone; saying so when the row showed an older version)."""
     item = service.get_item(_user_id(), item_id)
-    return render_template("memory/_row_confirm_delete.html", item=item)
+    return render_template("memory/_row_confirm_delete.html", item=item, moved=_moved_on(item))
 
 
 @bp.patch("/items/<int:item_id>")
@@ -312,11 +347,20 @@ def update_memory(item_id: int):
     Only content changes here; the status stays what it was (D12).
     """
     content = request.form.get("content", "")
+    expected = _expected()
     try:
-        item = service.update_item(_user_id(), item_id, content=content)
+        item = service.update_item(_user_id(), item_id, content=content,
+                                   expected_versions=expected)
+    except VersionConflict as exc:
+        # Changed meanwhile: both wordings side by side, nothing typed lost.
+        return make_response(render_template("memory/_row_conflict.html", item=exc.current,
+                                             content=content), 412)
     except DomainError as exc:
         item = service.get_item(_user_id(), item_id)
+        # The form comes back for the same version it was opened on: fixing the words must not
+        # turn the save into an overwrite of a change made meanwhile.
         html = render_template("memory/_row_edit.html", item=item, content=content,
+                               version=min(expected or (), default=item.version),
                                error=pages.describe(exc))
         return make_response(html, pages.as_api_error(exc).http_status)
     html = _row(item, focus="edit") + render_template("_toast_oob.html", text="已保存。")
@@ -328,8 +372,12 @@ def set_memory_status(item_id: int):
     """忽略 / 恢复 / 撤销: the row in its place. Still in the view on screen: the row itself;
     gone from it: a line that says so and offers 撤销. The view's count comes along."""
     # Not `status`: that name belongs to the view on screen (sent from #memory-view).
-    item = service.update_item(_user_id(), item_id,
-                               status=params.status(request.form.get("new_status")))
+    status = params.status(request.form.get("new_status"))
+    try:
+        item = service.update_item(_user_id(), item_id, status=status,
+                                   expected_versions=_expected())
+    except VersionConflict as exc:
+        return _stale(exc, "忽略" if status is Status.DISMISSED else "恢复", "status")
     view = MemoryView.from_values(request.values)
     row = (_row(item, view=view, focus="status") if item.status == view.status
            else render_template("memory/_row_gone.html", item=item, view=view))
@@ -340,7 +388,10 @@ def set_memory_status(item_id: int):
 def delete_memory(item_id: int):
     """删除 for good (D3): a line in the row's place that says so, and the view's count."""
     content = service.get_item(_user_id(), item_id).content
-    service.delete_item(_user_id(), item_id)
+    try:
+        service.delete_item(_user_id(), item_id, expected_versions=_expected())
+    except VersionConflict as exc:
+        return _stale(exc, "删除", "delete")
     view = MemoryView.from_values(request.values)
     return (render_template("memory/_row_deleted.html", item_id=item_id, content=content)
             + render_template("memory/_summary_oob.html", total=_view_total(view))), CHANGED

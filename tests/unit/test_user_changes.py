@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.errors import DuplicateContent, LimitReached, MemoryNotFound
+from app.errors import DuplicateContent, LimitReached, MemoryNotFound, VersionConflict
 from app.memory.events import Actor, Changed, Deleted, EventType
 from app.memory.rules import ACTIVE_PER_USER_MAX, USER_GROUP, Group, Source, Status
 from tests.unit.fakes import OTHER_USER_ID, USER_ID
@@ -123,6 +123,42 @@ def test_dismissing_at_the_cap_needs_no_room(memories, repo):
 
     assert "lock_user" not in repo.calls
     assert "count_active" not in repo.calls
+
+
+def test_an_edit_from_the_rows_version_applies_and_raises_it(memories, repo):
+    row = repo.seed(USER_ID, USER_GROUP, "likes tea")
+
+    memories().edit(row.id, content="likes green tea", expected_versions={1})
+
+    assert (row.content, row.version) == ("likes green tea", 2)
+
+
+@pytest.mark.parametrize("change", [{"content": "likes green tea"},
+                                    {"status": Status.DISMISSED}])
+def test_a_change_from_another_version_changes_nothing_and_shows_the_row_as_it_is(
+        memories, repo, uow, change):
+    row = repo.seed(USER_ID, USER_GROUP, "likes tea")
+    memories().edit(row.id, content="likes black tea")
+
+    with pytest.raises(VersionConflict) as refused:
+        memories().edit(row.id, expected_versions={1}, **change)
+    assert (row.content, row.status, row.version) == ("likes black tea", Status.ACTIVE, 2)
+    assert [e.type for e in uow.events] == [EventType.EDITED]
+    now = refused.value.current
+    assert now is not row  # a copy: the rollback that follows leaves it as read
+    assert (now.id, now.content, now.version) == (row.id, "likes black tea", 2)
+    assert refused.value.reason == "version_conflict"
+
+
+def test_a_delete_from_another_version_keeps_the_row(memories, repo, uow):
+    row = repo.seed(USER_ID, USER_GROUP, "likes tea")
+    memories().edit(row.id, status=Status.DISMISSED)
+
+    with pytest.raises(VersionConflict):
+        memories().delete(row.id, expected_versions={1})
+    assert repo.row(row.id) is row
+    memories().delete(row.id, expected_versions={2})
+    assert repo.row(row.id) is None
 
 
 def test_a_delete_is_physical_and_recorded(memories, repo, uow):

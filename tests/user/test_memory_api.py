@@ -7,7 +7,7 @@ import pytest
 
 from app.extensions import db
 from app.memory.rules import ACTIVE_PER_USER_MAX
-from tests.completions import wait_for_blocked
+from tests.completions import in_open_transaction, wait_for_blocked
 from tests.conftest import assert_error, assert_ok
 
 URL = "/api/v1/memory"
@@ -317,25 +317,11 @@ def test_sql_in_the_project_filter_is_just_a_key_nobody_has(alice, memories):
     assert memories.count() == 2
 
 
-def _delete_in_open_transaction(app, item_id):
-    """Delete the row in a transaction left open: its row lock is held until commit()."""
-    import pymysql
-    import sqlalchemy as sa
-
-    url = sa.make_url(app.config["SQLALCHEMY_DATABASE_URI"])
-    conn = pymysql.connect(host=url.host, port=url.port or 3306, user=url.username,
-                           password=url.password or "", database=url.database)
-    conn.begin()
-    with conn.cursor() as cursor:
-        cursor.execute("DELETE FROM memory_item WHERE id = %s", (item_id,))
-    return conn
-
-
 @pytest.mark.parametrize("method", ["PATCH", "DELETE"])
 def test_item_deleted_concurrently_is_3033_not_500(app, alice, memories, method):
     """The request reads the row under a lock the deleter holds, and finds it gone."""
     item_id = memories.add(alice.user_id, "fact")
-    deleter = _delete_in_open_transaction(app, item_id)
+    deleter = in_open_transaction(app, "DELETE FROM memory_item WHERE id = %s", item_id)
     with ThreadPoolExecutor(1) as pool:
         pending = pool.submit(alice.call, method, f"{URL}/{item_id}", {"content": "edited"})
         with app.app_context():

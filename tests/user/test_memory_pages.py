@@ -321,7 +321,7 @@ def test_dismissed_memory_leaves_a_line_with_undo_in_its_place(alice_page, store
     assert f'<li class="memory-row gone" id="memory-{item}">' in response.text
     assert "已忽略「要忽略的」,Agent 不再使用它。" in response.text
     # 撤销 puts back the status of the view on screen, and takes the focus.
-    assert """hx-vals='{"new_status": "ACTIVE"}'""" in response.text
+    assert """hx-vals='{"new_status": "ACTIVE", """ in response.text
     assert "autofocus" in response.text
     assert store.get(item)["status"] == "DISMISSED"
     dismissed = alice_page.htmx("GET", "/settings/memory?status=DISMISSED").text
@@ -343,7 +343,7 @@ def test_restored_memory_is_active_again(alice_page, store):
     response = alice_page.htmx("PATCH", f"/settings/memory/items/{item}/status",
                                {"new_status": "ACTIVE", "status": "DISMISSED"})
     assert "已恢复「要恢复的」,Agent 会再次使用它。" in response.text
-    assert """hx-vals='{"new_status": "DISMISSED"}'""" in response.text
+    assert """hx-vals='{"new_status": "DISMISSED", """ in response.text
     assert store.get(item)["status"] == "ACTIVE"
 
 

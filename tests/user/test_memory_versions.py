@@ -53,3 +53,10 @@ def test_a_row_inserted_by_hand_is_version_1(app, alice):
             {"user": alice.user_id, "digest": "f" * 40, "now": "2026-12-01 00:00:00"})
         db.session.commit()
     assert [i["version"] for i in assert_ok(alice.get(URL))["records"]] == [1]
+
+
+def test_the_audit_list_carries_each_items_version(alice, auditor):
+    item = create(alice)
+    edit(alice, item["id"], status="DISMISSED")
+    page = assert_ok(auditor.get(f"/api/v1/admin/memory?userId={alice.user_id}"))
+    assert [(i["id"], i["version"]) for i in page["records"]] == [(item["id"], 2)]
