@@ -72,3 +72,12 @@ def test_a_405_page_says_which_methods_the_address_takes(client):
     response = client.delete("/login")
     assert response.status_code == 405 and response.mimetype == "text/html"
     assert {"GET", "POST"} <= {m.strip() for m in response.headers["Allow"].split(",")}
+
+
+def test_every_error_code_is_documented(app):
+    """The error envelope's `code` lists every code the service answers with (3038 too)."""
+    from app.envelope import ErrorCode
+
+    documented = {code for schema in openapi_document(app)["components"]["schemas"].values()
+                  for code in schema.get("properties", {}).get("code", {}).get("enum", ())}
+    assert {error.code for error in ErrorCode} <= documented

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from app.errors import InvalidContent, InvalidInput
+from app.errors import InvalidContent, InvalidInput, SecretContent
 
 # Shared with accounts and platform sessions, which sit below the domain (`app.keys`); part of the
 # domain's rules all the same.
@@ -24,6 +24,7 @@ from app.keys import (  # noqa: F401
     is_bot_project_key,
     valid_project_key,
 )
+from app.memory import secrets
 
 
 class Scope(StrEnum):
@@ -143,7 +144,23 @@ def manual_content(value: Any) -> str:
     if length(content) > MANUAL_CONTENT_MAX:
         raise InvalidContent("content_too_long",
                              f"content must be at most {MANUAL_CONTENT_MAX} characters")
+    refuse_credential(content)
     return content
+
+
+def credential(content: str) -> secrets.Kind | None:
+    """The kind of credential `content` holds, or None (SPEC §11: credentials are never
+    stored). Every path that writes content asks: by hand, extraction, consolidation."""
+    return secrets.find(content)
+
+
+def refuse_credential(content: str) -> None:
+    """SecretContent, naming the kind, when `content` holds a credential."""
+    kind = credential(content)
+    if kind is not None:
+        raise SecretContent(f"content_secret_{kind.value}",
+                            f"{kind.suspected}: content holds {kind.english}; credentials are "
+                            "never stored as memories")
 
 
 def reported_project_key(value: str) -> str:
