@@ -108,6 +108,8 @@ class JobOutcome(db.Model):
     updated: Mapped[int] = mapped_column(sa.Integer, nullable=False)
     dropped: Mapped[int] = mapped_column(sa.Integer, nullable=False)
     demoted: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    # Candidates (or merges) refused for holding a credential (SPEC §11); 0 for older rows.
+    secrets_dropped: Mapped[int] = mapped_column(sa.Integer, nullable=False, server_default="0")
     duration_ms: Mapped[int] = mapped_column(sa.Integer, nullable=False)
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
     # Consolidation jobs only (NULL on extraction): the group, and what became of its rows.
@@ -128,7 +130,8 @@ class JobOutcome(db.Model):
             "promptChars": self.prompt_chars, "promptTokens": self.prompt_tokens,
             "completionTokens": self.completion_tokens, "totalTokens": self.total_tokens,
             "inserted": self.inserted, "touched": self.touched, "updated": self.updated,
-            "dropped": self.dropped, "demoted": self.demoted, "durationMs": self.duration_ms,
+            "dropped": self.dropped, "demoted": self.demoted,
+            "secretsDropped": self.secrets_dropped, "durationMs": self.duration_ms,
             "createdAt": iso(self.created_at), "scope": self.scope,
             "projectKey": self.project_key, "rowsIn": self.rows_in, "rowsOut": self.rows_out,
             "merges": self.merges, "drops": self.drops,

@@ -78,6 +78,7 @@ class JobOutcome(BaseModel):
     updated: int
     dropped: int
     demoted: int
+    secretsDropped: int  # candidates or merges refused for holding a credential
     durationMs: int
     createdAt: datetime
     # Consolidation jobs only (null for extraction): the group and its rows.
