@@ -283,6 +283,28 @@ _TOKEN_RUN = re.compile(r"[A-Za-z0-9_+/=.~%:@?&-]{20,}")
 # Every keyword of detect-secrets' KeywordDetector and of `_STATED` contains one of these.
 _KEYWORD_HINTS = ("key", "pass", "pwd", "pw", "pin", "secret", "contrase", "token", "credential",
                   "bearer", "密码", "口令", "密钥", "秘钥", "私钥", "令牌", "授权码")
+# Read at a hint, in the lowered text: what any keyword form needs right after its keyword — a
+# sign, a quote, a bracket, a verb (`is`, `是`), `.assign(` or a long token (`Bearer …`). Loose
+# on purpose (a superset of the forms), so only its misses are trusted.
+_AFTER_HINT = re.compile(
+    r"[^\W\u2e80-\u9fff\uac00-\ud7af]*[\[\]\d'\"`]{0,6}\s*(?:[:=!(>\uff1a\uff1d'\"`]|\.assign|\S{0,50}?\s*['\"`]"
+    r"|(?:\s+(?:for|of|on|to)\s+[\w.@-]+)?\s+(?:is|was|are|set)\b|\s+[\w.~+/=-]{16}"
+    r"|是|为|改|设|换)")
+# …or right before it: `"value" == password` (detect-secrets' reverse comparison).
+_BEFORE_HINT = re.compile(r"[!=]=\s*\w*$")
+
+
+def _keyword_assigned(text: str) -> bool:
+    """Whether a keyword form may be in `text`: some hint with a sign, quote or verb at it."""
+    lowered = text.lower().replace("\u017f", "s")  # ſ matches s under IGNORECASE
+    for hint in _KEYWORD_HINTS:
+        at = lowered.find(hint)
+        while at != -1:
+            if _AFTER_HINT.match(lowered, at + len(hint)) or \
+                    _BEFORE_HINT.search(lowered, max(0, at - 80), at):
+                return True
+            at = lowered.find(hint, at + 1)
+    return False
 
 
 def _any_match(plugin: BasePlugin, text: str) -> bool:
@@ -309,8 +331,7 @@ def find(text: str) -> Kind | None:
     if "://" in text and "@" in text and (_any_match(_URL_PASSWORDS, text)
                                           or _EMPTY_USER_URL.search(text)):
         return Kind.URL_PASSWORD
-    lowered = text.lower()
-    if any(hint in lowered for hint in _KEYWORD_HINTS) and _stated_password(text):
+    if _keyword_assigned(text) and _stated_password(text):
         return Kind.PASSWORD
     if _payment_card(text):
         return Kind.PAYMENT_CARD
