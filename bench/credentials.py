@@ -35,8 +35,9 @@ PROSE_ZH = ("用户偏好用中文输出报告,代码评审时先看测试再看
             "turbo,发布前需要跑 lint 与类型检查。")
 PROSE_EN = ("The user prefers reports in English; this repository tests with pytest, builds "
             "with uv and releases on Fridays after the lint and type checks pass. ")
-TECHNICAL = ("部署用 https://github.com/org/repo/actions/workflows/release.yml 触发,密钥轮换见 "
-             "wiki;token 上限 4096,password policy at least 12 characters. ")
+# Passes every gate (a long URL, '://' with '@', `secret:`), holds no credential.
+TECHNICAL = ("部署用 https://deploy@github.com/org/repo/actions/workflows/release.yml 触发,"
+             "secret: keep tests small;密钥轮换见 wiki,password policy at least 12 characters. ")
 
 
 def _sized(text: str, size: int) -> str:
@@ -127,16 +128,12 @@ def _timed(args: list[str]) -> tuple[float, str, str]:
 READ_ONLY = """
 import time
 from app import create_app
-from app.database import hot_engines
-from app.memory.stored_secrets import ROWS, BATCH
+from app.memory import repository
+from app.memory.stored_secrets import BATCH
 app = create_app()
 with app.app_context():
     began = time.perf_counter()
-    rows = 0
-    options = {"stream_results": True, "yield_per": BATCH}
-    with hot_engines().reads.connect().execution_options(**options) as connection:
-        for part in connection.execute(ROWS).partitions():
-            rows += len(part)
+    rows = sum(len(part) for part in repository.every_content(BATCH))
     print(rows, time.perf_counter() - began)
 """
 

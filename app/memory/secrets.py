@@ -215,14 +215,19 @@ def _looks_like_password(value: str, *, digits: bool = True) -> bool:
 
 
 # Keywords whose stated value may be all digits: a PIN or a password, not a count.
-_NUMERIC_KEYWORDS = ("pass", "pw", "pin", "密码", "口令")
+_NUMERIC_KEYWORDS = ("pass", "pw", "密码", "口令")
+# A PIN is digits, four or more (`pin: v1.4.2` pins a version).
+_PIN = re.compile(r"\d{4,12}")
 
 
 def _stated_password(text: str) -> bool:
     for pattern in _STATED:
         for match in pattern.finditer(text):
-            digits = match.group("key").lower().startswith(_NUMERIC_KEYWORDS)
-            if _looks_like_password(match.group("value"), digits=digits):
+            key, value = match.group("key").lower(), match.group("value").rstrip(_TRAILING)
+            if key == "pin":
+                if _PIN.fullmatch(value):
+                    return True
+            elif _looks_like_password(value, digits=key.startswith(_NUMERIC_KEYWORDS)):
                 return True
     return any(_looks_like_password(value.split()[0]) for value in
                _KEYWORDS.analyze_string(text, _KEYWORD_FORMS) if value.split())

@@ -3,10 +3,8 @@ find-secrets` lists every memory the rules would refuse today — id, user, kind
 nothing.
 
 Every row is read once, ACTIVE and DISMISSED alike (a dismissed row is still shown to the model
-as the negative set). The rows come through one streamed query (a server-side cursor on MySQL,
-`yield_per` batches), so memory stays flat however many rows there are; the read engine runs in
-AUTOCOMMIT, so the scan holds no transaction and takes no lock. Its SQL lives here rather than
-in the repository: it reads across every user, no one user's memories.
+as the negative set), streamed in batches (`repository.every_content`), and judged by the same
+rule every write path asks (`rules.credential`).
 """
 
 from __future__ import annotations
@@ -15,15 +13,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import sqlalchemy as sa
-
-from app.database import hot_engines
-from app.memory import rules
-from app.memory.models import MemoryItem
+from app.memory import repository, rules
 from app.memory.secrets import Kind
 
 BATCH = 10_000
-ROWS = sa.select(MemoryItem.id, MemoryItem.user_id, MemoryItem.content).order_by(MemoryItem.id)
 
 
 @dataclass(frozen=True)
@@ -50,12 +43,10 @@ class Scan:
 
 def find(scan: Scan, batch: int = BATCH) -> Iterator[Found]:
     """Each stored memory holding a credential, in id order; `scan` counts as it goes."""
-    options = {"stream_results": True, "yield_per": batch}
-    with hot_engines().reads.connect().execution_options(**options) as connection:
-        for rows in connection.execute(ROWS).partitions():
-            scan.rows += len(rows)
-            for item_id, user_id, content in rows:
-                kind = rules.credential(content)
-                if kind is not None:
-                    scan.found += 1
-                    yield Found(item_id, user_id, kind)
+    for rows in repository.every_content(batch):
+        scan.rows += len(rows)
+        for item_id, user_id, content in rows:
+            kind = rules.credential(content)
+            if kind is not None:
+                scan.found += 1
+                yield Found(item_id, user_id, kind)

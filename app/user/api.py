@@ -52,7 +52,10 @@ def list_memories(query: MemoryListQuery):
 @user_api
 @_documented(201, MemoryItemOut, (400, 401, 403, 409, 413, 503))
 def create_memory(json: NewMemory):
-    """Create a MANUAL memory (HTTP 201)."""
+    """Create a MANUAL memory (HTTP 201).
+
+    Content holding a credential (a key, a token, a password, a card or ID number) is refused:
+    400 with code 3038, the message naming the kind (SPEC §11)."""
     item = service.create_item(current_user_id(), json.scope, json.content, json.projectKey)
     return ok(item.to_dict(), 201)
 
@@ -61,7 +64,9 @@ def create_memory(json: NewMemory):
 @user_api
 @_documented(200, MemoryItemOut, (400, 401, 403, 404, 409, 413, 503))
 def update_memory(item_id: int, json: MemoryChange):
-    """Edit content (status kept, D12) and/or switch status ACTIVE ↔ DISMISSED."""
+    """Edit content (status kept, D12) and/or switch status ACTIVE ↔ DISMISSED.
+
+    New content holding a credential is refused: 400 with code 3038, nothing changed."""
     item = service.update_item(current_user_id(), item_id, content=json.content,
                                status=json.status)
     return ok(item.to_dict())

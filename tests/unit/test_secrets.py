@@ -96,6 +96,7 @@ POSITIVES: list[tuple[Kind, str]] = [
     (Kind.PASSWORD, "Authorization: Bearer abcdefghijklmnopqrstuvwxyz012345"),
     (Kind.PASSWORD, "my password for root is Winter2024!"),
     (Kind.PASSWORD, "door PIN is 482913"),
+    (Kind.PASSWORD, "银行卡 PIN: 4827"),
     (Kind.PASSWORD, "secret_key: dJ8fK2mQ9xZ"),
     # payment card numbers (Luhn)
     (Kind.PAYMENT_CARD, "pay with Visa 4111 1111 1111 1111"),
@@ -164,6 +165,12 @@ NEGATIVES: list[tuple[str, str]] = [
     ("prose", "项目用 pnpm,不用 npm;npm_config_registry 指向内网镜像"),
     ("prose", "用 scikit-learn 做回归,别写成 sk-learn"),
     ("prose", "The tests must pass: run pytest -n 2"),
+    ("version pin", "pin: v1.4.2 of the chart"),
+    ("version pin", "pinned: numpy==1.26.4"),
+    ("key names", "primary key: id BIGINT; sort key: updated_at DESC, id DESC"),
+    ("key names", "cache key: user:{id}:context"),
+    ("secret reference", "密码:见 1Password 里的 prod-db 条目"),
+    ("secret reference", "password=`cat /run/secrets/db`"),
     # URLs without a password
     ("URL", "DATABASE_URL=mysql+pymysql://app@db/app?charset=utf8mb4"),
     ("URL", "postgres://user@localhost/db"),
