@@ -214,7 +214,8 @@ def _looks_like_password(value: str, *, digits: bool = True) -> bool:
         or inner_capital
 
 
-# Keywords whose stated value may be all digits: a PIN or a password, not a count.
+# Keywords that name a password, which may be all digits; after `token` or `key` a number is
+# a count (`max_tokens=128000`).
 _NUMERIC_KEYWORDS = ("pass", "pw", "密码", "口令")
 # A PIN is digits, four or more (`pin: v1.4.2` pins a version).
 _PIN = re.compile(r"\d{4,12}")
