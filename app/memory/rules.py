@@ -137,8 +137,9 @@ def dedup_hash(scope: Scope | str, project_key: str | None, content: str) -> str
 
 
 def manual_content(value: Any) -> str:
-    """A user's memory text, trimmed: not empty, at most MANUAL_CONTENT_MAX code points, and no
-    control character other than tab, CR and LF (bidirectional controls included)."""
+    """A user's memory text, trimmed: not empty, at most MANUAL_CONTENT_MAX code points, no
+    control character other than tab, CR and LF (bidirectional controls included), and no
+    credential (SecretContent, SPEC §11)."""
     if not isinstance(value, str):
         raise InvalidContent("content_type", "content must be a non-empty string")
     if _UNSAFE_IN_CONTENT.search(value):
