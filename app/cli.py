@@ -1,5 +1,5 @@
-"""Operator commands (SPEC §7): `flask --app wsgi users|models|platform|serve …` (`worker` is
-added by `jobs`)."""
+"""Operator commands (SPEC §7): `flask --app wsgi users|models|memories|platform|serve …`
+(`worker` is added by `jobs`)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from app import config as app_config
 from app import metrics, startup
 from app.auth import service as accounts
 from app.extraction.llm import DEFAULT_KEY_ENV
+from app.memory import stored_secrets
 from app.memory.rules import ID_MAX
 from app.platform import client, credentials
 from app.retention import prune_command
@@ -28,6 +29,7 @@ from app.system import service as system
 users = AppGroup("users", help="Manage accounts, grants and personal API tokens.")
 models = AppGroup("models", help="Register the LLM models extraction may use.")
 platform = AppGroup("platform", help="Act as the agent platform against a running service.")
+memories = AppGroup("memories", help="Look into the stored memories of every user.")
 
 # An example task long enough for extraction (D11 skips user messages under 20 characters).
 EXAMPLE_USER_MESSAGE = "以后报告都用中文写,我们这个仓库统一用 pnpm 管理依赖"
@@ -314,9 +316,24 @@ def _platform_banner(app: Flask, base: str, filled: credentials.Filled) -> str:
     ])
 
 
+@memories.command("find-secrets")
+@click.option("--batch", type=click.IntRange(1, 1_000_000), default=stored_secrets.BATCH,
+              show_default=True, help="Rows fetched per round trip.")
+def find_secrets(batch: int) -> None:
+    """List stored memories that hold a credential, as new writes are refused now (SPEC §11):
+    one line per row on stdout, `id<TAB>user<TAB>kind<TAB>kind in words`, then a count on
+    stderr. Read-only: it changes nothing (docs/operations.md says what to do with them)."""
+    scan = stored_secrets.Scan()
+    for found in stored_secrets.find(scan, batch):
+        click.echo(f"{found.id}\t{found.user_id}\t{found.kind.value}\t{found.kind.words}")
+    click.echo(f"scanned {scan.rows} memories in {scan.seconds:.1f} s: {scan.found} hold a "
+               "credential", err=True)
+
+
 def register_cli(app: Flask) -> None:
     app.cli.add_command(users)
     app.cli.add_command(models)
+    app.cli.add_command(memories)
     app.cli.add_command(platform)
     app.cli.add_command(serve)
     app.cli.add_command(prune_command)

@@ -34,6 +34,7 @@ class ErrorCode(Enum):
     MEMORY_CONTENT_DUPLICATE = (3035, 409)
     MEMORY_LIMIT_EXCEEDED = (3036, 409)
     MEMORY_VERSION_CONFLICT = (3037, 412)
+    MEMORY_CONTENT_SECRET = (3038, 400)
     INTERNAL_ERROR = (5001, 500)
 
     @property
@@ -71,6 +72,7 @@ class ApiError(Exception):
 DOMAIN_ERRORS: tuple[tuple[type[DomainError], ErrorCode], ...] = (
     (errors.InvalidInput, ErrorCode.PARAM_INVALID),
     (errors.InvalidContent, ErrorCode.MEMORY_CONTENT_INVALID),
+    (errors.SecretContent, ErrorCode.MEMORY_CONTENT_SECRET),
     (errors.MemoryNotFound, ErrorCode.MEMORY_ITEM_NOT_FOUND),
     (errors.DuplicateContent, ErrorCode.MEMORY_CONTENT_DUPLICATE),
     (errors.LimitReached, ErrorCode.MEMORY_LIMIT_EXCEEDED),

@@ -36,6 +36,11 @@ class MemoryNotFound(DomainError):
         super().__init__("memory_not_found", "memory item not found")
 
 
+class SecretContent(DomainError):
+    """A memory's content holds a credential (a key, a token, a password stated as such): it is
+    never stored (SPEC §11). `reason` names the kind (`content_secret_github`)."""
+
+
 class DuplicateContent(DomainError):
     """Another memory of the user already says exactly this (dedup hash)."""
 

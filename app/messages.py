@@ -10,6 +10,7 @@ from __future__ import annotations
 from app.envelope import ApiError, ErrorCode
 from app.errors import DomainError
 from app.memory.rules import ACTIVE_PER_USER_MAX, MANUAL_CONTENT_MAX, PROJECT_KEY_MAX
+from app.memory.secrets import Kind as SecretKind
 
 # The page's own refusal of an unsafe request without the session's CSRF token.
 CSRF_INVALID = "csrf_invalid"
@@ -21,6 +22,8 @@ REASONS: dict[str, str] = {
     "content_too_long": f"内容超过 {MANUAL_CONTENT_MAX} 字:请精简到 {MANUAL_CONTENT_MAX} 字以内。",
     "content_control_chars": "内容里有看不见的控制字符(常见于复制粘贴):请删掉它们后再保存。",
     "duplicate_content": "已有相同内容的记忆:请修改内容,或直接使用已有的那条。",
+    **{f"content_secret_{kind.value}": (f"内容{kind.suspected}:密码、密钥、令牌等凭据不能存为记忆,"
+                                         "请删掉它后再保存。") for kind in SecretKind},
     "active_limit": (f"生效中的记忆已达 {ACTIVE_PER_USER_MAX} 条上限:"
                      "请先删除或忽略一些,再新增或恢复。"),
     "memory_not_found": "这条记忆已不存在(可能已在别处删除):请刷新页面。",
@@ -70,6 +73,8 @@ BY_CODE: dict[ErrorCode, str] = {
     ErrorCode.MEMORY_LIMIT_EXCEEDED: (f"生效中的记忆已达 {ACTIVE_PER_USER_MAX} 条上限:"
                                       "请先删除或忽略一些。"),
     ErrorCode.MEMORY_VERSION_CONFLICT: "这条记忆已在别处改过:请刷新页面,看过现在的样子再操作。",
+    ErrorCode.MEMORY_CONTENT_SECRET: ("内容里疑似有密码、密钥或令牌:凭据不能存为记忆,"
+                                      "请删掉后再保存。"),
     ErrorCode.INTERNAL_ERROR: "服务暂时不可用:请稍后重试。",
 }
 
@@ -84,6 +89,7 @@ HEADINGS: dict[ErrorCode, str] = {
     ErrorCode.MEMORY_CONTENT_DUPLICATE: "内容重复",
     ErrorCode.MEMORY_LIMIT_EXCEEDED: "已达上限",
     ErrorCode.MEMORY_VERSION_CONFLICT: "记忆已在别处改过",
+    ErrorCode.MEMORY_CONTENT_SECRET: "内容含有凭据",
     ErrorCode.INTERNAL_ERROR: "服务暂时不可用",
 }
 

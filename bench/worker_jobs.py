@@ -182,12 +182,13 @@ def _warm_up(app: Any) -> None:
         runner.warm_up()
 
 
-def _in_process(app: Any, user_id: int) -> tuple[float, float, float, float, float]:
+def _in_process(app: Any, user_id: int) -> tuple[float, float, float, float, float, float]:
     """(round trips/job, statements/job, ms/job outside the LLM call, LLM ms/job,
-    prompt chars/job)."""
+    prompt chars/job, credential detector ms/job)."""
     import openai.resources.chat.completions as chat
     from rq import Queue
 
+    from app.memory import memories
     from jobs.worker import AppSimpleWorker
 
     _enqueue(app, [_payload(user_id, i) for i in range(PER_SCENARIO)])
@@ -201,12 +202,24 @@ def _in_process(app: Any, user_id: int) -> tuple[float, float, float, float, flo
         finally:
             llm_seconds[0] += time.perf_counter() - began
 
+    # The credential detector (SPEC §11) runs on every candidate: its share of our time.
+    detector_seconds = [0.0]
+    detect = memories.credential
+
+    def timed_detect(content: str) -> Any:
+        began = time.perf_counter()
+        try:
+            return detect(content)
+        finally:
+            detector_seconds[0] += time.perf_counter() - began
+
     connection = redis.Redis.from_url(BENCH_REDIS_URL)
     with app.app_context():
         name = app.extensions["memory_queue"].rq_queue().name
     worker = AppSimpleWorker([Queue(name, connection=connection)],
                              connection=connection, app=app)
     chat.Completions.create = timed_create
+    memories.credential = timed_detect
     try:
         with SqlCount().watching() as sql:
             began = time.perf_counter()
@@ -215,12 +228,14 @@ def _in_process(app: Any, user_id: int) -> tuple[float, float, float, float, flo
             wall = time.perf_counter() - began
     finally:
         chat.Completions.create = create
+        memories.credential = detect
         connection.close()
     outcome = _outcomes(f"kind = 'extraction' AND user_id = {user_id}")
     prompt_chars = float(outcome["succeeded"][1]) if "succeeded" in outcome else 0.0
     return (sql.round_trips / PER_SCENARIO, sql.statements / PER_SCENARIO,
             (wall - llm_seconds[0]) / PER_SCENARIO * 1000,
-            llm_seconds[0] / PER_SCENARIO * 1000, prompt_chars)
+            llm_seconds[0] / PER_SCENARIO * 1000, prompt_chars,
+            detector_seconds[0] / PER_SCENARIO * 1000)
 
 
 def run(tables: list[Table]) -> None:
@@ -260,7 +275,7 @@ def run(tables: list[Table]) -> None:
         table.add("RQ alone: a no-op job, in-process", f"{rq_ms:.1f} ms/job", "",
                   "what RQ itself costs each job below; the rest is ours")
         base_trips, base_statements = figures[0][1], figures[0][2]
-        for (existing, trips, statements, overhead_ms, llm_ms, prompt_chars,
+        for (existing, trips, statements, overhead_ms, llm_ms, prompt_chars, detector_ms,
              demoted) in figures:
             ours_ms = overhead_ms - rq_ms
             # Flat: nothing more for more memories, except D14's for each demoted row.
@@ -274,7 +289,8 @@ def run(tables: list[Table]) -> None:
                       f"{ours_ms:.1f} ms of it ours = {ours_ms / rq_ms:.2f}x RQ's no-op job "
                       f"(<= {OURS_TARGET_RQ_MULTIPLE}x: "
                       f"{verdict(ours_ms <= OURS_TARGET_RQ_MULTIPLE * rq_ms)}); "
-                      f"{prompt_chars:,.0f} prompt chars")
+                      f"credential detector {detector_ms * 1000:.0f} µs/job = "
+                      f"{detector_ms / ours_ms:.1%} of ours; {prompt_chars:,.0f} prompt chars")
         with app.app_context():
             from app.extensions import db
 

@@ -101,3 +101,14 @@ def test_every_answer_with_one_memory_documents_its_etag(app):
     listing = document["paths"]["/api/v1/memory"]["get"]["responses"]["200"]
     assert "headers" not in listing
     assert "version" in document["components"]["schemas"]["MemoryItemOut"]["required"]
+
+
+def test_every_error_code_is_documented(app):
+    """The error envelope's `code` lists every code the service answers with (3038 too)."""
+    from app.envelope import ErrorCode
+
+    codes = [schema.get("properties", {}).get("code", {})
+             for schema in openapi_document(app)["components"]["schemas"].values()]
+    documented = {code for field in codes
+                  for code in (*field.get("enum", ()), *(("const" in field) * [field.get("const")]))}
+    assert {error.code for error in ErrorCode} <= documented

@@ -107,6 +107,7 @@ def hand_over(uow: UnitOfWork, job: ConsolidationJob, inputs: Inputs, plan: Plan
     memories = UserMemories(uow, job.user_id, Actor.CONSOLIDATION)
     done = memories.consolidate(job.group, plan, inputs.seen)
     outcome.inserted, outcome.touched, outcome.dropped = done.inserted, done.touched, done.refused
+    outcome.secrets_dropped = done.secrets_refused
     outcome.merges, outcome.drops, outcome.rows_out = done.merges, done.drops, done.rows_out
     changed = bool(done.merges or done.drops)
     outcome.finish(OutcomeStatus.SUCCEEDED,

@@ -111,6 +111,8 @@ class JobOutcome(db.Model):
     stale: Mapped[int] = mapped_column(
         sa.Integer, nullable=False, default=0, server_default="0",
         comment="touches/updates not applied: the row changed since the model saw it")
+    # Candidates (or merges) refused for holding a credential (SPEC §11); 0 for older rows.
+    secrets_dropped: Mapped[int] = mapped_column(sa.Integer, nullable=False, server_default="0")
     duration_ms: Mapped[int] = mapped_column(sa.Integer, nullable=False)
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
     # Consolidation jobs only (NULL on extraction): the group, and what became of its rows.
@@ -132,7 +134,7 @@ class JobOutcome(db.Model):
             "completionTokens": self.completion_tokens, "totalTokens": self.total_tokens,
             "inserted": self.inserted, "touched": self.touched, "updated": self.updated,
             "dropped": self.dropped, "demoted": self.demoted, "stale": self.stale,
-            "durationMs": self.duration_ms,
+            "secretsDropped": self.secrets_dropped, "durationMs": self.duration_ms,
             "createdAt": iso(self.created_at), "scope": self.scope,
             "projectKey": self.project_key, "rowsIn": self.rows_in, "rowsOut": self.rows_out,
             "merges": self.merges, "drops": self.drops,

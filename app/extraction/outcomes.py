@@ -71,6 +71,8 @@ class Outcome:
     dropped: int = 0
     demoted: int = 0
     stale: int = 0  # touches/updates of rows changed since the model saw them
+    # Facts (extraction) or merges (consolidation) refused for holding a credential (SPEC §11).
+    secrets_dropped: int = 0
     # Consolidation jobs: the group (scope, project key) and what became of its rows.
     scope: str | None = None
     project_key: str | None = None
@@ -98,6 +100,7 @@ class Outcome:
         self.dropped += learned.dropped
         self.demoted += learned.demoted
         self.stale += learned.stale
+        self.secrets_dropped += learned.secrets_dropped
         self.written_groups |= learned.written_groups
         self.active = learned.active
 
@@ -134,7 +137,7 @@ class Outcome:
             "completion_tokens": self.completion_tokens, "total_tokens": self.total_tokens,
             "inserted": self.inserted, "touched": self.touched, "updated": self.updated,
             "dropped": self.dropped, "demoted": self.demoted, "stale": self.stale,
-            "duration_ms": self.duration_ms,
+            "secrets_dropped": self.secrets_dropped, "duration_ms": self.duration_ms,
             "created_at": utcnow(), "scope": self.scope, "project_key": self.project_key,
             "rows_in": self.rows_in, "rows_out": self.rows_out, "merges": self.merges,
             "drops": self.drops}))
@@ -148,18 +151,19 @@ class Outcome:
         if self.scope is not None:
             log.log(level, "event=job.finished kind=%s job=%s user=%s scope=%s project=%s "
                     "attempt=%d status=%s reason=%s model=%s rows_in=%s rows_out=%s merges=%s "
-                    "drops=%s inserted=%d touched=%d dropped=%d duration_ms=%d", self.kind,
-                    self.job_id, self.user_id, self.scope, self.project_key, self.attempts,
-                    self.status, self.reason, self.model, self.rows_in, self.rows_out,
-                    self.merges, self.drops, self.inserted, self.touched, self.dropped,
-                    self.duration_ms)
+                    "drops=%s inserted=%d touched=%d dropped=%d secrets_dropped=%d "
+                    "duration_ms=%d", self.kind, self.job_id, self.user_id, self.scope,
+                    self.project_key, self.attempts, self.status, self.reason, self.model,
+                    self.rows_in, self.rows_out, self.merges, self.drops, self.inserted,
+                    self.touched, self.dropped, self.secrets_dropped, self.duration_ms)
             return
         log.log(level, "event=job.finished kind=%s job=%s event_id=%s user=%s session=%s "
                 "attempt=%d status=%s reason=%s model=%s inserted=%d touched=%d updated=%d "
-                "dropped=%d demoted=%d stale=%d persisted=%s duration_ms=%d", self.kind,
-                self.job_id, self.event_id, self.user_id, self.session_id, self.attempts,
-                self.status, self.reason, self.model, self.inserted, self.touched, self.updated,
-                self.dropped, self.demoted, self.stale, self.persisted, self.duration_ms)
+                "dropped=%d demoted=%d stale=%d secrets_dropped=%d persisted=%s duration_ms=%d",
+                self.kind, self.job_id, self.event_id, self.user_id, self.session_id,
+                self.attempts, self.status, self.reason, self.model, self.inserted, self.touched,
+                self.updated, self.dropped, self.demoted, self.stale, self.secrets_dropped,
+                self.persisted, self.duration_ms)
 
 
     def _count(self) -> None:

@@ -38,6 +38,7 @@ from app.memory.rules import (
     Group,
     Source,
     Status,
+    credential,
 )
 from app.unit_of_work import UnitOfWork
 
@@ -103,6 +104,7 @@ class Learned:
     dropped: int = 0
     demoted: int = 0
     stale: int = 0  # touches/updates of rows changed since the model saw them (not applied)
+    secrets_dropped: int = 0  # facts holding a credential (SPEC §11), never stored
     written_groups: set[Group] = field(default_factory=set)  # inserted into or rewritten
     active: int | None = None  # the user's ACTIVE memories when the run ended
 
@@ -117,6 +119,7 @@ class Consolidated:
     merges: int
     drops: int
     rows_out: int
+    secrets_refused: int = 0  # merges whose words hold a credential (SPEC §11)
 
 
 class GroupChanged(Exception):
@@ -250,6 +253,10 @@ class UserMemories:
         the user's pool full (D14), so a first fact that is an insert learns where its room
         comes from with the lock, in the same round trip."""
         run = _Learning(self, Learned())
+        # SPEC §11: a fact holding a credential is never stored; the others still apply. Left
+        # out before anything else, so the first fact below is the first one stored.
+        kept = [fact for fact in facts if not self._holds_credential(fact.content)]
+        run.learned.secrets_dropped, facts = len(facts) - len(kept), kept
         first = facts[0] if facts else None
         displacing_for = None
         if pool_full and first is not None and first.action is Action.INSERT:
@@ -287,7 +294,8 @@ class UserMemories:
             # Edited, dismissed, demoted or deleted since the model saw it: the plan may rest on
             # words that are no longer there.
             raise GroupChanged("inputs_changed")
-        merges = [m for m in plan.merges if not self._dismissed_wording(group, m.content)]
+        clean = [m for m in plan.merges if not self._holds_credential(m.content)]
+        merges = [m for m in clean if not self._dismissed_wording(group, m.content)]
         deleted = [i for m in merges for i in m.source_ids] + plan.drops
         if deleted:
             if self.repository.delete(self.user_id, deleted, group) != len(deleted):
@@ -299,8 +307,19 @@ class UserMemories:
             new_row, carried = self._merge(group, merge, [current[i] for i in merge.source_ids])
             inserted, touched = inserted + new_row, touched + carried
         return Consolidated(inserted=inserted, touched=touched,
-                            refused=len(plan.merges) - len(merges), merges=len(merges),
-                            drops=len(plan.drops), rows_out=len(seen) - len(deleted) + inserted)
+                            refused=len(clean) - len(merges), merges=len(merges),
+                            drops=len(plan.drops), rows_out=len(seen) - len(deleted) + inserted,
+                            secrets_refused=len(plan.merges) - len(clean))
+
+    def _holds_credential(self, content: str | None) -> bool:
+        """True when `content` holds a credential (SPEC §11): the fact or merge is not applied,
+        its sources kept. Logged with the kind, never the words."""
+        kind = None if content is None else credential(content)
+        if kind is None:
+            return False
+        log.info("event=memory.credential_refused user=%s actor=%s session=%s kind=%s",
+                 self.user_id, self.actor, self.session_id, kind)
+        return True
 
     def _dismissed_wording(self, group: Group, content: str) -> bool:
         """True when a DISMISSED row has these exact words: the merge is refused and its

@@ -9,7 +9,7 @@ ordered `updated_at DESC, id DESC` from the index, without a filesort.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -524,3 +524,18 @@ def set_auto_capture(user_id: int, enabled: bool, now: datetime) -> None:
         UserMemoryPreference.__table__, dialect,
         {"user_id": user_id, "auto_capture_enabled": enabled, "created_at": now,
          "updated_at": now}, update=("auto_capture_enabled", "updated_at")))
+
+
+# ---- every user's rows, for an operator's scan ------------------------------------------------
+
+EVERY_CONTENT = sa.select(MemoryItem.id, MemoryItem.user_id, MemoryItem.content).order_by(
+    MemoryItem.id)
+
+
+def every_content(batch_size: int) -> Iterator[Sequence[tuple[int, int, str]]]:
+    """(id, user id, content) of every memory of every user, in id order, `batch_size` rows at a
+    time through one streamed query (a server-side cursor on MySQL): memory stays flat whatever
+    the table holds. The read engine is AUTOCOMMIT: no transaction, no lock held meanwhile."""
+    options = {"stream_results": True, "yield_per": batch_size}
+    with hot_engines().reads.connect().execution_options(**options) as connection:
+        yield from connection.execute(EVERY_CONTENT).partitions()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from app.errors import InvalidContent, InvalidInput
+from app.errors import InvalidContent, InvalidInput, SecretContent
 
 # Shared with accounts and platform sessions, which sit below the domain (`app.keys`); part of the
 # domain's rules all the same.
@@ -24,6 +24,7 @@ from app.keys import (  # noqa: F401
     is_bot_project_key,
     valid_project_key,
 )
+from app.memory import secrets
 
 
 class Scope(StrEnum):
@@ -78,11 +79,17 @@ _SURROGATES = "\ud800-\udfff"
 # Bidirectional embeddings, overrides and isolates (SPEC §9) count as control characters:
 # `ma\u202eo` shows as another text than it is, on the pages and in the prompt.
 _BIDI = "\u202a-\u202e\u2066-\u2069"
-# Zero-width characters make two keys that look alike differ; refused in project keys only
-# (content keeps them: the zero-width joiner builds emoji and some scripts' letters).
-_ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff"
-_REFUSED_IN_KEY = f"{_CONTROLS}{_BIDI}{_ZERO_WIDTH}"
-_UNSAFE_IN_KEY = re.compile(f"[{_REFUSED_IN_KEY}{_SURROGATES}]")
+# Unicode's default-ignorable code points (SPEC §11 "Project keys"): soft hyphen, zero-width
+# characters, LRM/RLM, Hangul fillers, variation selectors, tag characters, … render as nothing,
+# so two keys that look alike differ (`mao`, `ma\u00ado`). Refused in project keys only
+# (content keeps them: the zero-width joiner builds emoji, variation selectors pick glyphs).
+_IGNORABLE = ("\u00ad\u034f\u115f-\u1160\u17b4-\u17b5\u180b-\u180f\u200b-\u200f"
+              "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0")
+# The ones beyond the BMP: a JSON Schema pattern (ECMA-262 without the u flag reads UTF-16 code
+# units) cannot name them in a character class, so the document's pattern leaves them out.
+_IGNORABLE_ASTRAL = "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
+_REFUSED_IN_KEY = f"{_CONTROLS}{_BIDI}{_IGNORABLE}"
+_UNSAFE_IN_KEY = re.compile(f"[{_REFUSED_IN_KEY}{_IGNORABLE_ASTRAL}{_SURROGATES}]")
 # Content may keep tab, CR and LF (a textarea sends CRLF); normalize() folds them for prompts.
 _REFUSED_IN_CONTENT = f"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029{_BIDI}"
 _UNSAFE_IN_CONTENT = re.compile(f"[{_REFUSED_IN_CONTENT}{_SURROGATES}]")
@@ -130,8 +137,9 @@ def dedup_hash(scope: Scope | str, project_key: str | None, content: str) -> str
 
 
 def manual_content(value: Any) -> str:
-    """A user's memory text, trimmed: not empty, at most MANUAL_CONTENT_MAX code points, and no
-    control character other than tab, CR and LF (bidirectional controls included)."""
+    """A user's memory text, trimmed: not empty, at most MANUAL_CONTENT_MAX code points, no
+    control character other than tab, CR and LF (bidirectional controls included), and no
+    credential (SecretContent, SPEC §11)."""
     if not isinstance(value, str):
         raise InvalidContent("content_type", "content must be a non-empty string")
     if _UNSAFE_IN_CONTENT.search(value):
@@ -143,17 +151,34 @@ def manual_content(value: Any) -> str:
     if length(content) > MANUAL_CONTENT_MAX:
         raise InvalidContent("content_too_long",
                              f"content must be at most {MANUAL_CONTENT_MAX} characters")
+    refuse_credential(content)
     return content
+
+
+def credential(content: str) -> secrets.Kind | None:
+    """The kind of credential `content` holds, or None (SPEC §11: credentials are never
+    stored). Every path that writes content asks: by hand, extraction, consolidation."""
+    return secrets.find(content)
+
+
+def refuse_credential(content: str) -> None:
+    """SecretContent, naming the kind, when `content` holds a credential."""
+    kind = credential(content)
+    if kind is not None:
+        raise SecretContent(f"content_secret_{kind.value}",
+                            f"{kind.suspected}: content holds {kind.english}; credentials are "
+                            "never stored as memories")
 
 
 def reported_project_key(value: str) -> str:
     """Any project key a caller sends (API, webhook, preview, context, list filter): refused
-    when it holds a control character (bidirectional ones included), a zero-width character or
-    a lone surrogate; the key itself otherwise."""
+    when it holds a control character (bidirectional ones included), a default-ignorable code
+    point (zero-width, soft hyphen, variation selector, tag, …) or a lone surrogate; the key
+    itself otherwise."""
     if _UNSAFE_IN_KEY.search(value):
         raise InvalidInput("project_key_control_chars",
-                           "projectKey must not contain control, bidirectional or zero-width "
-                           "characters or lone surrogates")
+                           "projectKey must not contain control, bidirectional or invisible "
+                           "(default-ignorable) characters or lone surrogates")
     return value
 
 

@@ -21,7 +21,7 @@ from app.paging import DEFAULT_SIZE, MAX_PAGE, MAX_SIZE
 
 T = TypeVar("T")
 
-ERROR_CODES = (1001, 1002, 2001, 3003, 3033, 3034, 3035, 3036, 5001)
+ERROR_CODES = (1001, 1002, 2001, 3003, 3033, 3034, 3035, 3036, 3038, 5001)
 
 
 # In a str every surrogate is lone: a valid pair decodes to one character.

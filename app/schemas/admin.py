@@ -80,6 +80,7 @@ class JobOutcome(BaseModel):
     demoted: int
     stale: int = Field(description="touches and updates not applied: the row had changed "
                        "since the model saw it (SPEC §11)")
+    secretsDropped: int  # candidates or merges refused for holding a credential
     durationMs: int
     createdAt: datetime
     # Consolidation jobs only (null for extraction): the group and its rows.

@@ -82,7 +82,10 @@ def list_memories(query: MemoryListQuery):
 @user_api
 @_documented(201, MemoryItemOut, (400, 401, 403, 409, 413, 503))
 def create_memory(json: NewMemory):
-    """Create a MANUAL memory (HTTP 201)."""
+    """Create a MANUAL memory (HTTP 201).
+
+    Content holding a credential (a key, a token, a password, a card or ID number) is refused:
+    400 with code 3038, the message naming the kind (SPEC §11)."""
     item = service.create_item(current_user_id(), json.scope, json.content, json.projectKey)
     return _one(item, 201)
 
@@ -92,7 +95,9 @@ def create_memory(json: NewMemory):
 @_documented(200, MemoryItemOut, (400, 401, 403, 404, 409, 413, 503), preconditions=True)
 def update_memory(item_id: int, json: MemoryChange):
     """Edit content (status kept, D12) and/or switch status ACTIVE ↔ DISMISSED. With
-    `If-Match`, only while the memory is still that version (else 412 with it as it is now)."""
+    `If-Match`, only while the memory is still that version (else 412 with it as it is now).
+
+    New content holding a credential is refused: 400 with code 3038, nothing changed."""
     item = service.update_item(current_user_id(), item_id, content=json.content,
                                status=json.status, expected_versions=_expected_versions())
     return _one(item)

@@ -133,8 +133,8 @@ def test_a_consolidation_outcome_is_recorded_and_counted_in_metrics(
         "sessionId": None, "status": "succeeded", "reason": "consolidated", "attempts": 1,
         "model": "scripted-default", "promptTokens": 900, "completionTokens": 40,
         "totalTokens": 940, "inserted": 1, "touched": 0, "updated": 0, "dropped": 0,
-        "demoted": 0, "stale": 0, "scope": "USER", "projectKey": None, "rowsIn": 4, "rowsOut": 2,
-        "merges": 1, "drops": 1}
+        "demoted": 0, "stale": 0, "secretsDropped": 0, "scope": "USER", "projectKey": None,
+        "rowsIn": 4, "rowsOut": 2, "merges": 1, "drops": 1}
 
     sample = metrics.added
     assert sample("memory_jobs_total", kind="consolidation", status="succeeded",

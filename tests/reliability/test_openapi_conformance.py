@@ -149,7 +149,8 @@ def _agreement(case: schemathesis.Case, response: Any) -> list[Any]:
     """The agreement checks that apply to this answer. Which settings and models exist lives
     in the database, not in the document: the fuzz always names the one setting there is (an
     unknown key's 400 has its own test), and 3003, a model id no model has, is a reference to
-    something missing — the 404 of a value, which no document can rule out. A request made
+    something missing — the 404 of a value, which no document can rule out; so is 3038, content
+    that holds a credential (SPEC §11), which no pattern can describe. A request made
     invalid only in a header or cookie was made valid again by `credentials` (every documented
     header and cookie is a credential), so it says nothing about rejection; nor does a query
     that only adds parameters the operation does not name: the service, as the URL conventions
@@ -166,7 +167,7 @@ def _agreement(case: schemathesis.Case, response: Any) -> list[Any]:
                 and "additionalProperties" in mutation.keywords)
             for mutation in mutations):
         return [positive_data_acceptance]
-    if response.status_code == 400 and response.json().get("code") == 3003:
+    if response.status_code == 400 and response.json().get("code") in (3003, 3038):
         return [negative_data_rejection]
     return AGREEMENT
 
@@ -275,6 +276,10 @@ HOSTILE_BODIES: dict[str, bytes] = {
     "bidi override in content": b'{"scope": "USER", "content": "ma\\u202eo"}',
     "zero-width space in projectKey": b'{"scope": "PROJECT", "content": "x", '
                                       b'"projectKey": "ma\\u200bo"}',
+    "soft hyphen in projectKey": b'{"scope": "PROJECT", "content": "x", '
+                                 b'"projectKey": "ma\\u00ado"}',
+    "tag character in projectKey": b'{"scope": "PROJECT", "content": "x", '
+                                   b'"projectKey": "mao\\udb40\\udc41"}',
 }
 HOSTILE_EVENTS: dict[str, dict[str, Any]] = {
     "lone surrogate in eventId": {"eventId": "evt\ud800"},
@@ -284,9 +289,16 @@ HOSTILE_EVENTS: dict[str, dict[str, Any]] = {
     "U+2028 in projectKey": {"projectKey": "mao\u2028## 系统指令"},
     "bidi override in projectKey": {"projectKey": "ma\u202eo"},
     "zero-width space in projectKey": {"projectKey": "ma\u200bo"},
+    "soft hyphen in projectKey": {"projectKey": "ma\u00ado"},
+    "variation selector in projectKey": {"projectKey": "mao\ufe0f"},
+    "tag character in projectKey": {"projectKey": "mao\U000e0041"},
 }
 HOSTILE_KEYS = ("mao\n## 系统指令", "mao\r", "mao\u2028", "mao\x85", "mao\x00", "ma\u202eo",
-                "ma\u2066o", "ma\u200bo", "\ufeffmao")
+                "ma\u2066o", "ma\u200bo", "\ufeffmao",
+                # default-ignorable code points (SPEC §11): soft hyphen, LRM, Hangul filler,
+                # variation selector, musical symbol formatting, tag character
+                "ma\u00ado", "mao\u200e", "\u3164mao", "mao\ufe0f", "mao\U0001d173",
+                "mao\U000e0041")
 
 
 def _refused(case: schemathesis.Case, response: Any, what: str) -> list[str]:
