@@ -13,6 +13,7 @@ from playwright.sync_api import Dialog, Page, Route, expect
 from app.auth.models import LoginSession
 from app.extensions import db
 from app.memory import rules
+from tests.browser.axe import axe_violations
 from tests.browser.conftest import hand_session_to
 from tests.browser.screens import keep
 from tests.conftest import PASSWORD, Accounts
@@ -195,6 +196,7 @@ def test_at_the_cap_the_add_dialog_says_so_before_typing(page: Page, alice_id: i
         f"已达 {rules.ACTIVE_PER_USER_MAX} 条上限")
     expect(dialog.get_by_label("内容")).to_be_disabled()
     expect(dialog.get_by_role("button", name="保存", exact=True)).to_be_disabled()
+    assert axe_violations(page) == []
     keep(page, "add-at-the-cap", "desktop")
     dialog.get_by_role("button", name="取消", exact=True).click()
     # One dismissed: a memory can be added again, and the dialog says nothing of the cap.
