@@ -10,18 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import sqlalchemy as sa
 from flask import Flask
 from playwright.sync_api import Page, expect
 
-from app.auth.models import LoginSession
 from app.extensions import db
 from app.extraction.models import JobOutcome
 from app.memory import audit
 from app.memory.repository import Filters
 from app.paging import PageRequest
 from app.system import service as system
-from tests.browser.conftest import hand_session_to
+from tests.browser.conftest import expire_logins, hand_session_to
 from tests.conftest import PASSWORD, Accounts
 from tests.page_support import Store
 
@@ -129,9 +127,7 @@ def walk_every_state(page: Page, app: Flask, live_server: str, users: Accounts, 
     page.goto("/admin/nope")
     look("not-found")
 
-    with app.app_context():
-        db.session.execute(sa.delete(LoginSession))
-        db.session.commit()
+    expire_logins(app)
     page.goto("/settings/memory")
     expect(page.locator("#login-expired")).to_be_visible()
     look("login-expired")

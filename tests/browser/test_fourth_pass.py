@@ -6,17 +6,14 @@ from __future__ import annotations
 import re
 
 import pytest
-import sqlalchemy as sa
 from flask import Flask
-from playwright.sync_api import Dialog, Page, Route, expect
+from playwright.sync_api import Page, Route, expect
 
-from app.auth.models import LoginSession
-from app.extensions import db
 from app.memory import rules
 from tests.browser.axe import axe_violations
 from tests.browser.conftest import hand_session_to
 from tests.browser.screens import keep
-from tests.conftest import PASSWORD, Accounts
+from tests.conftest import Accounts
 from tests.page_support import Store
 
 ON_THE_PHONE = pytest.mark.parametrize("device", ["phone"], indirect=True)
@@ -98,43 +95,6 @@ def test_short_project_keys_stay_whole_in_the_audit_table(page: Page, app: Flask
     for key in keys.all():
         assert key.evaluate(TEXT_LINES) == 1, key.inner_text()
     keep(page, "audit-short-keys", "desktop")
-
-
-def _expire_logins(app: Flask) -> None:
-    with app.app_context():
-        db.session.execute(sa.delete(LoginSession))
-        db.session.commit()
-
-
-@ON_THE_DESKTOP
-def test_an_expired_login_asks_nothing_on_leaving_and_keeps_the_username(
-        page: Page, app: Flask, alice_id: int, store: Store):
-    item = store.add(alice_id, "原来的内容")
-    prompts: list[str] = []
-
-    def record(dialog: Dialog) -> None:
-        prompts.append(dialog.type)
-        dialog.accept()
-
-    page.on("dialog", record)
-    page.goto("/settings/memory")
-    row = page.locator(f"#memory-{item}")
-    row.get_by_role("button", name="编辑", exact=True).click()
-    row.locator("textarea").fill("登录过期前打的字")
-    _expire_logins(app)
-    # Not a save: the menu's own link, a whole page load.
-    page.get_by_role("navigation", name="主导航").get_by_role("link", name="我的记忆").click()
-    page.wait_for_url("**/login?**")
-    expect(page.locator("#login-expired")).to_contain_text("没保存的内容会恢复")
-    expect(page.get_by_label("用户名")).to_have_value("alice")
-    expect(page.get_by_label("密码")).to_be_focused()
-    keep(page, "expired-login-username", "desktop")
-    page.get_by_label("密码").fill(PASSWORD)
-    page.get_by_role("button", name="登录", exact=True).click()
-    page.wait_for_url("**/settings/memory")
-    expect(row.locator("textarea")).to_have_value("登录过期前打的字")
-    expect(page.locator("#toast")).to_contain_text("已恢复离开本页前没保存的内容")
-    assert prompts == []
 
 
 @ON_THE_DESKTOP
