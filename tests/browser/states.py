@@ -1,9 +1,10 @@
 """Every state of every page a person can bring about, walked in one browser: the login form
-(empty, refused, after an expired login), 我的记忆 (both ends of the pager, the add dialog with
-and without a project, an open edit, a toast, a delete confirmation, 来源与历史 with a diff, the
-agent's view and the access log, the discard question, the other tabs, an empty search), the
-audit page (user search, a user's memories, a history, an unknown user), the settings, the job
-outcomes and the error pages. `look(name)` is called in each state; the tests of axe-core and of
+(empty, refused, after an expired login), 我的记忆 (empty, both ends of the pager, the add dialog
+with and without a project and refused, an open edit and one too long, a toast, a delete
+confirmation and a deleted row, a dismissed row with 撤销, 来源与历史 with a diff, the agent's
+view and the access log, the discard question, the other tabs, an empty search), the audit page
+(user search, a user's memories, a history, an unknown user), the settings, the job outcomes and
+the error pages. `look(name)` is called in each state; the tests of axe-core and of
 the dark theme each look at them their own way."""
 
 from __future__ import annotations
@@ -27,10 +28,9 @@ LONG = ("wrap appending folding lines of the deploy notes before the release, "
         "then ask the on-call engineer to publish it to production by hand")
 
 
-def _scene(app: Flask, users: Accounts, store: Store) -> tuple[int, int]:
-    """alice (an admin who may audit) with a pager's worth of memories, every badge and scope,
-    a dismissed one, a long one to edit; one job outcome; an auditor's read of her memories."""
-    alice = users.user("alice", admin=True, grants=("memory:read",))
+def _scene(app: Flask, users: Accounts, store: Store, alice: int) -> int:
+    """alice with a pager's worth of memories, every badge and scope, a dismissed one, a long one
+    to edit (its id returned); one job outcome; an auditor's read of her memories."""
     store.add_many(alice, [f"第 {n} 条记忆" for n in range(22)])
     store.add(alice, "测试用 Vitest", scope="PROJECT", project_key="infra", source="AUTO")
     store.add(alice, "先给结论", source="CONSOLIDATED")
@@ -47,7 +47,7 @@ def _scene(app: Flask, users: Accounts, store: Store) -> tuple[int, int]:
         db.session.commit()
         audit.memories(auditor, alice, Filters(), PageRequest(1, 20))
         db.session.remove()
-    return alice, long
+    return long
 
 
 def walk_every_state(page: Page, app: Flask, live_server: str, users: Accounts, store: Store,
@@ -60,8 +60,12 @@ def walk_every_state(page: Page, app: Flask, live_server: str, users: Accounts, 
     expect(page.get_by_role("alert")).to_be_visible()
     look("login-refused")
 
-    alice, long = _scene(app, users, store)
+    # alice, an admin who may audit, before she has any memory.
+    alice = users.user("alice", admin=True, grants=("memory:read",))
     hand_session_to(page, app, live_server, "alice")
+    page.goto("/settings/memory")
+    look("memory-empty")
+    long = _scene(app, users, store, alice)
     page.goto("/settings/memory")
     look("memory")
     page.get_by_role("link", name="下一页").click()
@@ -77,11 +81,19 @@ def walk_every_state(page: Page, app: Flask, live_server: str, users: Accounts, 
     dialog.get_by_label("范围").select_option("PROJECT")
     expect(dialog.get_by_label("项目", exact=True)).to_be_visible()
     look("add-dialog-project")
+    dialog.get_by_label("范围").select_option("USER")
+    dialog.get_by_label("内容").fill("先给结论")
+    dialog.get_by_role("button", name="保存", exact=True).click()
+    expect(dialog.get_by_role("alert")).to_be_visible()
+    look("add-dialog-refused")
     dialog.get_by_role("button", name="取消", exact=True).click()
 
     page.goto("/settings/memory")
     row = page.locator(f"#memory-{long}")
     row.get_by_role("button", name="编辑", exact=True).click()
+    row.locator("textarea").fill(LONG * 4)
+    expect(row.locator("[data-why]")).to_contain_text("超出")
+    look("edit-too-long")
     row.locator("textarea").fill(LONG.replace("wrap appending", "WRAPPING appnd"))
     look("edit")
     page.get_by_role("navigation", name="状态").get_by_role("link", name="已忽略").click()
@@ -95,9 +107,17 @@ def walk_every_state(page: Page, app: Flask, live_server: str, users: Accounts, 
     expect(row.locator(".changes .diff")).to_be_visible()
     row.get_by_text("修改前后的全文").click()
     look("history")
-    page.locator("li.memory-row").nth(1).get_by_role("button", name="删除", exact=True).click()
+    doomed = page.locator("li.memory-row").nth(1)
+    doomed.get_by_role("button", name="删除", exact=True).click()
     expect(page.get_by_role("button", name="确认删除", exact=True)).to_be_visible()
     look("confirm-delete")
+    page.get_by_role("button", name="确认删除", exact=True).click()
+    expect(doomed).to_contain_text("已删除")
+    look("deleted")
+    dismissed = page.locator("li.memory-row").nth(2)
+    dismissed.get_by_role("button", name="忽略", exact=True).click()
+    expect(dismissed.get_by_role("button", name="撤销", exact=True)).to_be_focused()
+    look("dismissed-with-undo")
 
     page.goto("/settings/memory")
     page.get_by_text("新会话中 Agent 会看到").click()
@@ -126,6 +146,8 @@ def walk_every_state(page: Page, app: Flask, live_server: str, users: Accounts, 
     look("outcomes")
     page.goto("/admin/nope")
     look("not-found")
+    page.goto("/settings/memory/items")
+    look("method-not-allowed")
 
     expire_logins(app)
     page.goto("/settings/memory")
