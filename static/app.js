@@ -93,10 +93,10 @@
     var row = focused.closest('li') || focused;
     var box = row.getBoundingClientRect();
     var next = row.nextElementSibling && row.nextElementSibling.getBoundingClientRect();
-    var bottom = next && next.top < cover.bottom ? next.bottom : box.bottom;
-    if (bottom > cover.top && box.top < cover.bottom) {
-      window.scrollBy(0, Math.min(bottom - cover.top + 8, Math.max(box.top, 0)));
-    }
+    var own = box.bottom - cover.top + 8;
+    var both = next && next.top < cover.bottom ? next.bottom - cover.top + 8 : own;
+    var by = Math.max(own, Math.min(both, box.top));
+    if (by > 0 && box.top < cover.bottom) window.scrollBy(0, by);
   }
   document.addEventListener('htmx:afterSettle', function () { setTimeout(clearOfToast, 0); });
 
