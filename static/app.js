@@ -81,17 +81,22 @@
   });
 
   // The toast sits over the bottom of the window: the row just acted on (where the focus went)
-  // is moved up from under it, so its buttons stay in reach.
+  // and the row after it, the next one the person is likely to act on, are moved up from under
+  // it, so their buttons stay in reach while it shows; never so far that the row acted on
+  // leaves the top of the window.
   function clearOfToast() {
     var region = toast();
     var focused = document.activeElement;
     if (!region || !region.firstElementChild || !focused || focused === document.body
         || region.contains(focused)) return;
     var cover = region.getBoundingClientRect();
-    var box = (focused.closest('li') || focused).getBoundingClientRect();
-    if (box.bottom > cover.top && box.top < cover.bottom) {
-      window.scrollBy(0, box.bottom - cover.top + 8);
-    }
+    var row = focused.closest('li') || focused;
+    var box = row.getBoundingClientRect();
+    var next = row.nextElementSibling && row.nextElementSibling.getBoundingClientRect();
+    var own = box.bottom - cover.top + 8;
+    var both = next && next.top < cover.bottom ? next.bottom - cover.top + 8 : own;
+    var by = Math.max(own, Math.min(both, box.top));
+    if (by > 0 && box.top < cover.bottom) window.scrollBy(0, by);
   }
   document.addEventListener('htmx:afterSettle', function () { setTimeout(clearOfToast, 0); });
 

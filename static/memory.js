@@ -28,7 +28,14 @@
     }
   }
 
+  // At the cap (已用 200 / 200, refreshed after every change) a new memory can only be refused:
+  // the add dialog says so as it opens, before anything is typed.
+  function atTheCap() {
+    return document.querySelector('#memory-usage[data-full]') !== null;
+  }
+
   function certainToFail(form) {
+    if (form.querySelector('[data-full-note]') && atTheCap()) return true;
     var area = form.querySelector('textarea[data-max]');
     var scope = form.querySelector('[name=scope]');
     var project = form.querySelector('[name=projectKey]');
@@ -101,6 +108,9 @@
     var form = dialog.querySelector('form');
     form.reset();
     dialog.querySelectorAll('[data-reset-empty]').forEach(function (el) { el.replaceChildren(); });
+    var full = atTheCap();
+    dialog.querySelector('[data-full-note]').hidden = !full;
+    form.querySelector('textarea').disabled = full;
     refresh(form);
     dialog.showModal();
   }
@@ -211,7 +221,7 @@
     var q = document.getElementById('memory-q');
     if (q) q.value = shown.querySelector('[name=q]').value;
     var project = document.getElementById('memory-project');
-    if (project && project.tagName === 'SELECT') {
+    if (project) {
       project.value = shown.querySelector('[name=project]').value;
     }
   }
@@ -260,8 +270,8 @@
 
   var DRAFTS = 'memory-drafts';
 
-  function keepDrafts() {
-    var drafts = {edits: {}, added: null};
+  function keepDrafts(why) {
+    var drafts = {edits: {}, added: null, why: why};
     document.querySelectorAll('form[data-inline-edit]').forEach(function (form) {
       var area = form.querySelector('textarea');
       var row = form.closest('li[id^="memory-"]');
@@ -285,7 +295,18 @@
   }
 
   document.addEventListener('htmx:beforeOnLoad', function (event) {
-    if (event.detail.xhr.status === 401) keepDrafts();
+    if (event.detail.xhr.status === 401) keepDrafts('expired');
+  });
+
+  // Leaving by a link to a page of this site (the menu, 我的记忆 itself) keeps the typed text as
+  // a draft too, instead of the browser asking: with an expired login its "leave site?" came
+  // before the login page's promise that nothing is lost, and answering it lost the text.
+  document.addEventListener('click', function (event) {
+    var link = event.target.closest && event.target.closest('a[href]');
+    if (!link || event.defaultPrevented || event.button !== 0 || event.ctrlKey || event.metaKey
+        || event.shiftKey || event.altKey || link.target || link.hasAttribute('hx-get')
+        || link.getAttribute('href').charAt(0) === '#' || link.origin !== location.origin) return;
+    if (unsavedEdits().length) keepDrafts('left');
   });
 
   function notice(text) {
@@ -342,9 +363,10 @@
       }
       refresh(dialog.querySelector('form'));
     }
+    var when = drafts.why === 'left' ? '离开本页前' : '登录过期前';
     notice(lost.length
-      ? '登录过期前没保存的内容(所在的记忆已不在本页):' + lost.join(' / ')
-      : '已恢复登录过期前没保存的内容,请确认后保存。');
+      ? when + '没保存的内容(所在的记忆已不在本页):' + lost.join(' / ')
+      : '已恢复' + when + '没保存的内容,请确认后保存。');
   }
 
   if (document.readyState === 'loading') {

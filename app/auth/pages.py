@@ -45,8 +45,10 @@ def login():
     account's count."""
     next_url = request.values.get("next")
     if request.method == "GET":
-        return render_template("login.html", next_url=next_url, error=None, username="",
-                               expired=request.args.get("expired") == "1")
+        # After an expired login the form keeps its username: only the password is typed again.
+        expired = request.args.get("expired") == "1"
+        return render_template("login.html", next_url=next_url, error=None, expired=expired,
+                               username=sessions.expired_login_name() if expired else "")
     # A refused attempt keeps the username: only the password is typed again.
     username = request.form.get("username", "").strip()
     if not sessions.csrf_valid():

@@ -31,6 +31,10 @@ from app.extensions import csrf, db, login_manager
 from app.security_headers import PUBLIC_ENDPOINTS
 from app.unit_of_work import UnitOfWork
 
+# The username of the cookie's login, kept in the (signed) cookie session: when the login expires
+# the login page offers it again, so only the password is typed. Logout empties the session.
+LOGIN_NAME = "login_name"
+
 
 def _hash(session_id: str) -> str:
     return hashlib.sha256(session_id.encode("utf-8")).hexdigest()
@@ -66,6 +70,11 @@ def init_app(app: Flask) -> None:
 def logged_in_user() -> User | None:
     """The user of the browser session, while its login session lasts (one query)."""
     return current_user if current_user.is_authenticated else None  # type: ignore[return-value]
+
+
+def expired_login_name() -> str:
+    """The username of the login this browser had, once it has expired ("" if none)."""
+    return str(session.get(LOGIN_NAME, ""))
 
 
 def csrf_token() -> str:
@@ -109,6 +118,7 @@ def start(user: User) -> None:
         uow.commit()
     session.clear()
     session.permanent = True
+    session[LOGIN_NAME] = user.username or ""
     user.login_session_id = session_id
     login_user(user)
 

@@ -7,6 +7,7 @@ project, so the page only renders.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,6 +22,10 @@ ORIGINS = (EventType.CREATED, EventType.CONSOLIDATED)
 DIFF_FROM = 120
 # Characters of unchanged text kept on each side of a change; longer stretches are elided.
 DIFF_CONTEXT = 16
+# What a change is made of: a Latin word (or number) whole, a run of spaces, any other character
+# alone (Chinese has no spaces to split words on). A diff by characters shows 「wrap」→「WRAPPING」
+# as 「wr」+「WRAPPING」 and a screen reader says 「wrWRAPPING」.
+TOKEN = re.compile(r"[0-9A-Za-z\u00C0-\u024F_]+|\s+|.", re.S)
 
 
 @dataclass(frozen=True)
@@ -31,16 +36,27 @@ class Piece:
     text: str
 
 
+def _within(tokens: Sequence[str], budget: int) -> str:
+    """The first tokens whose text fits in `budget` characters (a word is never cut)."""
+    kept = ""
+    for token in tokens:
+        if len(kept) + len(token) > budget:
+            break
+        kept += token
+    return kept
+
+
 def changed_pieces(before: str, after: str) -> list[Piece]:
-    """What changed from `before` to `after`, character by character (Chinese has no spaces to
-    split words on), with long unchanged stretches cut to their ends."""
+    """What changed from `before` to `after`, word by word (a Chinese character is a word), with
+    long unchanged stretches cut to their ends."""
+    old, new = TOKEN.findall(before), TOKEN.findall(after)
     pieces: list[Piece] = []
-    opcodes = SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
+    opcodes = SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
     for n, (tag, i1, i2, j1, j2) in enumerate(opcodes):
         if tag == "equal":
-            text = before[i1:i2]
-            head = text[:DIFF_CONTEXT] if n > 0 else ""
-            tail = text[-DIFF_CONTEXT:] if n < len(opcodes) - 1 else ""
+            text = "".join(old[i1:i2])
+            head = _within(old[i1:i2], DIFF_CONTEXT) if n > 0 else ""
+            tail = _within(old[i1:i2][::-1], DIFF_CONTEXT)[::-1] if n < len(opcodes) - 1 else ""
             if len(text) <= len(head) + len(tail) + 1:
                 pieces.append(Piece("same", text))
                 continue
@@ -49,9 +65,9 @@ def changed_pieces(before: str, after: str) -> list[Piece]:
             pieces += [Piece("same", tail)] if tail else []
             continue
         if i2 > i1:
-            pieces.append(Piece("gone", before[i1:i2]))
+            pieces.append(Piece("gone", "".join(old[i1:i2])))
         if j2 > j1:
-            pieces.append(Piece("new", after[j1:j2]))
+            pieces.append(Piece("new", "".join(new[j1:j2])))
     return pieces
 
 

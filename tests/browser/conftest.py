@@ -13,9 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from flask import Flask
 from playwright.sync_api import Browser, BrowserContext, CDPSession, Page, expect, sync_playwright
 
+from app.auth.models import LoginSession
+from app.extensions import db
 from tests.browser.screens import ARTIFACTS
 from tests.conftest import PASSWORD, Accounts
 from tests.page_support import PageSession, speed_up
@@ -190,6 +193,13 @@ def hand_session_to(page: Page, app: Flask, live_server: str, username: str) -> 
     cookie = client.get_cookie("session")
     assert cookie is not None
     page.context.add_cookies([{"name": cookie.key, "value": cookie.value, "url": live_server}])
+
+
+def expire_logins(app: Flask) -> None:
+    """Every login ends server-side, as when it expires: the browser's cookie stays."""
+    with app.app_context():
+        db.session.execute(sa.delete(LoginSession))
+        db.session.commit()
 
 
 @pytest.fixture

@@ -257,7 +257,7 @@ def test_projects_endpoint_still_answers_only_reported_projects(alice_page, stor
 
 def test_project_picker_takes_a_new_project_key(alice_page):
     html = alice_page.htmx("GET", "/settings/memory/projects?scope=PROJECT").text
-    assert '<input id="memory-project" name="projectKey" list="memory-project-keys"' in html
+    assert '<input id="memory-dialog-project" name="projectKey" list="memory-project-keys"' in html
     assert "还没有可选的项目" in html
     assert "<select" not in html
 
