@@ -24,7 +24,7 @@ from rq.exceptions import AbandonedJobError
 from rq.utils import now
 from sqlalchemy.exc import SQLAlchemyError
 
-from app import metrics, redis_connection
+from app import logs, metrics, redis_connection, tracing
 from app.cli import log_to_stderr
 from app.extensions import db
 from app.extraction import llm, outcomes, runner
@@ -77,14 +77,27 @@ class AppContextMixin:
         self.app = app
         super().__init__(*args, **kwargs)
 
+    def execute_job(self, job: Any, queue: Any) -> Any:
+        # The worker's own lines about the job (its horse's death, say) carry the request id
+        # of the webhook that enqueued it.
+        with logs.bound(job.meta):
+            return super().execute_job(job, queue)
+
     def perform_job(self, job: Any, queue: Any, execution: Any) -> bool:
-        with self.app.app_context():
+        attempt = (job.number_of_retries or 0) + 1
+        try:
+            with self.app.app_context(), tracing.job_span(job.meta.get("kind", "job"), job.id,
+                                                          attempt, job.meta):
+                if self.is_horse:
+                    # A forked horse must not share the parent's pooled connections, and writes
+                    # its metrics where its worker's horses do (one file, not one per job).
+                    db.engine.dispose(close=False)
+                    metrics.as_work_horse()
+                return super().perform_job(job, queue, execution)
+        finally:
             if self.is_horse:
-                # A forked horse must not share the parent's pooled connections, and writes
-                # its metrics where its worker's horses do (one file, not one per job).
-                db.engine.dispose(close=False)
-                metrics.as_work_horse()
-            return super().perform_job(job, queue, execution)
+                # The horse ends with os._exit: its spans leave now or never.
+                tracing.flush()
 
     def clean_registries(self) -> None:
         # Abandoned jobs found here get their outcome from `record_abandoned`.
