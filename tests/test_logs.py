@@ -63,7 +63,9 @@ def test_gunicorn_a_worker_and_its_horse_log_one_format_with_the_webhooks_reques
     llm.reply_items([{"type": "user", "content": "输出报告用中文"}])
     request_id = f"platform-{uuid.uuid4().hex[:12]}"
     env = {"MEMORY_LOG_FORMAT": fmt, "REDIS_URL": TEST_REDIS_URL,
-           "MEMORY_WEBHOOK_SECRET": WEBHOOK_SECRET}
+           "MEMORY_WEBHOOK_SECRET": WEBHOOK_SECRET,
+           # The access line, as the operator's guide starts gunicorn.
+           "GUNICORN_CMD_ARGS": "--access-logfile -"}
     with gunicorn(tmp_path, "gunicorn", **env) as served:
         with deliver(served.url, request_id) as response:
             assert response.status == 202

@@ -171,7 +171,7 @@ def test_a_failure_after_the_delivery_committed_is_answered_once(app, monkeypatc
     with caplog.at_level(logging.ERROR):
         assert_error(result(post(app.test_client(), body)), 500, 5001)
     assert calls == ["evt-bug-after-commit"]
-    assert "unhandled error" in caplog.text
+    assert "event=request.unhandled_error" in caplog.text
     monkeypatch.undo()
     assert assert_ok(result(post(app.test_client(), body)), 202)["reason"] == "duplicate_event"
 
@@ -194,7 +194,7 @@ def test_a_database_down_is_a_503_asked_once(make_app, monkeypatch, caplog):
                                           headers=SERVICE)
     assert_error(result(response), 503, 5001)
     assert reads == [5]
-    assert "dependency unavailable" in caplog.text
+    assert "event=request.dependency_unavailable" in caplog.text
 
 
 def test_a_hook_of_the_flask_app_does_not_run_for_the_hot_paths(app, make_app):
