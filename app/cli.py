@@ -353,9 +353,11 @@ class RequestLine(WSGIRequestHandler):
     """werkzeug's line for each request, in the one log format (`app.logs`)."""
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        http_log.info("event=http.request remote=%s method=%s path=%s status=%s bytes=%s",
-                      self.address_string(), getattr(self, "command", "-"),
-                      logs.quoted(getattr(self, "path", self.requestline)), code, size)
+        environ = getattr(self, "environ", None) or {}
+        http_log.info("event=http.request remote=%s method=%s path=%s status=%s bytes=%s "
+                      "request_id=%s", self.address_string(), getattr(self, "command", "-"),
+                      logs.quoted(getattr(self, "path", self.requestline)), code, size,
+                      environ.get(logs.ENVIRON_KEY, "-"))
 
 
 def _platform_banner(app: Flask, base: str, filled: credentials.Filled) -> str:

@@ -21,7 +21,6 @@ import logging
 import logging.config
 import os
 import re
-import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -29,13 +28,12 @@ from datetime import UTC, datetime
 from typing import Any
 from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
-from werkzeug.wsgi import ClosingIterator
-
 from app.config import ConfigurationError
 
 FORMAT_VARIABLE = "MEMORY_LOG_FORMAT"
 FORMATS = ("text", "json")
 REQUEST_ID_HEADER = "X-Request-Id"
+ENVIRON_KEY = "memory.request_id"
 # The key a job's request id travels under in `job.meta`.
 META_KEY = "request_id"
 # An id taken from a caller goes into every line as it is: printable, no spaces or quotes (a
@@ -157,7 +155,7 @@ class JsonFormatter(TextFormatter):
 
 
 def new_request_id() -> str:
-    return uuid.uuid4().hex
+    return os.urandom(16).hex()
 
 
 def usable_request_id(sent: str | None) -> str:
@@ -177,24 +175,20 @@ class RequestIds:
     def __call__(self, environ: WSGIEnvironment,
                  start_response: StartResponse) -> Iterable[bytes]:
         rid = usable_request_id(environ.get("HTTP_X_REQUEST_ID"))
-        request_id.set(rid)
+        # For the server's own line about the request, written after this returns (`serve`'s;
+        # gunicorn's access line takes it from the response header).
+        environ[ENVIRON_KEY] = rid
 
         def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
             headers.append((REQUEST_ID_HEADER, rid))
             return start_response(status, headers, exc_info)
 
+        token = request_id.set(rid)
         try:
-            body = self.app(environ, start)
-        except BaseException:
-            request_id.set(None)
-            raise
-        # Cleared once the server has sent the body: a server thread's next lines are not this
-        # request's (gunicorn's access line takes the id from the response header).
-        return ClosingIterator(body, _forget_request_id)
-
-
-def _forget_request_id() -> None:
-    request_id.set(None)
+            return self.app(environ, start)
+        finally:
+            # The server thread's next lines are not this request's.
+            request_id.reset(token)
 
 
 def job_meta() -> dict[str, str]:
