@@ -42,7 +42,7 @@ def _closed_port() -> int:
 
 
 def test_the_served_app_sends_the_two_paths_to_their_endpoints(app):
-    served = app.wsgi_app
+    served = app.wsgi_app.app  # inside the request ids' middleware (app.logs)
     assert isinstance(served, HotPaths)
     assert {type(e) for e in served.endpoints.values()} == {ContextRead, WebhookReceiver}
     assert set(served.endpoints) == {CONTEXT, WEBHOOK}
@@ -52,7 +52,7 @@ def test_the_flask_route_hands_its_request_to_the_same_endpoint(app, alice, memo
     """A request that reached Flask for the path (not through the dispatcher) gets the answer
     of the same endpoint."""
     memories.add(alice.user_id, "输出报告用中文")
-    through_flask = Client(app.wsgi_app.flask).get(CONTEXT, query_string={
+    through_flask = Client(app.wsgi_app.app.flask).get(CONTEXT, query_string={
         "userId": alice.user_id}, headers=SERVICE)
     served = app.test_client().get(CONTEXT, query_string={"userId": alice.user_id},
                                    headers=SERVICE)
