@@ -11,7 +11,7 @@ from dotenv import load_dotenv
 load_dotenv()
 
 import jobs  # noqa: E402
-from app import create_app, startup  # noqa: E402
+from app import create_app, logs, startup  # noqa: E402
 from app.config import ConfigurationError  # noqa: E402
 
 if os.environ.get("FLASK_RUN_FROM_CLI"):
@@ -19,6 +19,9 @@ if os.environ.get("FLASK_RUN_FROM_CLI"):
     startup.install()
 
 try:
+    # Every process logs in the one format (app.logs), from here on; a gunicorn worker keeps
+    # the configuration its master made (gunicorn.conf.py).
+    logs.configure()
     app = create_app()
 except ConfigurationError as exc:
     # One line naming the variable, exit status 1 — also where Flask's CLI would otherwise

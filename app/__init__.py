@@ -73,13 +73,19 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 
     register_cli(app)
 
+    from app import logs, tracing
     from app.platform.api import ContextRead
     from app.platform.hot_path import HotPaths
     from app.platform.webhook import WebhookReceiver
 
-    # Last, around everything: the platform's two hot paths answered by the endpoints that own
-    # them, every other request by Flask.
+    # Traces when the OTEL_* variables ask for them: Flask's own callable, before the hot paths
+    # are put in front of it (they trace themselves).
+    tracing.init_app(app)
+    # Around everything but the request id: the platform's two hot paths answered by the
+    # endpoints that own them, every other request by Flask.
     HotPaths.install(app, WebhookReceiver, ContextRead)
+    # Outermost: every request's lines, on every path, carry its id, echoed in the response.
+    app.wsgi_app = logs.RequestIds(app.wsgi_app)  # type: ignore[method-assign]
     return app
 
 

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
 import shlex
+import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -14,10 +17,10 @@ from datetime import datetime
 import click
 from flask import Flask, current_app
 from flask.cli import AppGroup
-from werkzeug.serving import run_simple
+from werkzeug.serving import WSGIRequestHandler, make_server
 
 from app import config as app_config
-from app import metrics, startup
+from app import logs, metrics, startup
 from app.auth import service as accounts
 from app.extraction.llm import DEFAULT_KEY_ENV
 from app.memory import stored_secrets
@@ -25,6 +28,8 @@ from app.memory.rules import ID_MAX
 from app.platform import client, credentials
 from app.retention import prune_command
 from app.system import service as system
+
+http_log = logging.getLogger("werkzeug")
 
 users = AppGroup("users", help="Manage accounts, grants and personal API tokens.")
 models = AppGroup("models", help="Register the LLM models extraction may use.")
@@ -46,9 +51,8 @@ def _account_refusals() -> Iterator[None]:
 
 
 def log_to_stderr() -> None:
-    """Job events at INFO, one structured line each: the same for `worker` and `serve`."""
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    """Job events at INFO, in the one format (`app.logs`): the same for `worker` and `serve`."""
+    logs.configure(logging.INFO)
 
 
 @users.command("create")
@@ -214,13 +218,19 @@ def list_models() -> None:
               help="COMPLETED, FAILED, CANCELLED…; only COMPLETED is learnt from.")
 @click.option("--session-type", default="NORMAL", show_default=True,
               help="NORMAL, SUBAGENT, SIDE_TASK…; subagents and side tasks are not learnt from.")
+@click.option("--wait", is_flag=True,
+              help="When a job was enqueued, wait for its outcome (read from the database) and "
+                   "print it; exits 1 unless it succeeded or was skipped.")
+@click.option("--wait-timeout", default=120, show_default=True, type=click.IntRange(1, 3600),
+              help="Seconds --wait waits.")
 def complete(user_id: int, project_key: str | None, user_message: str, answer: str,
              session_id: int | None, event_id: str | None, url: str, phase: str,
-             session_type: str) -> None:
+             session_type: str, wait: bool, wait_timeout: int) -> None:
     """Send a signed completion event for USER_ID, as a platform does when a task ends.
 
     Signs with MEMORY_WEBHOOK_SECRET, or outside production with the secret `serve` generated
     into instance/. Prints the HTTP status and the service's answer; exits 1 unless it is 2xx.
+    The job runs after the answer (seconds, with a model): --wait waits for its outcome.
     """
     secret = _webhook_secret()
     event = {
@@ -239,6 +249,31 @@ def complete(user_id: int, project_key: str | None, user_message: str, answer: s
     click.echo(f"HTTP {reply.status}")
     click.echo(reply.body.rstrip("\n"))
     if not 200 <= reply.status < 300:
+        raise click.exceptions.Exit(1)
+    if wait and (json.loads(reply.body).get("data") or {}).get("enqueued"):
+        _wait_for_outcome(event["eventId"], wait_timeout)
+
+
+def _wait_for_outcome(event_id: str, timeout_s: int) -> None:
+    """The extraction outcome of `event_id`, printed once the job has recorded it."""
+    from app.extensions import db
+    from app.extraction.models import JobOutcome
+    from app.extraction.outcomes import JobKindName, OutcomeStatus
+
+    deadline = time.monotonic() + timeout_s
+    query = db.select(JobOutcome).where(JobOutcome.event_id == event_id,
+                                        JobOutcome.kind == JobKindName.EXTRACTION)
+    while (outcome := db.session.scalar(query)) is None:
+        db.session.remove()
+        if time.monotonic() > deadline:
+            raise click.ClickException(f"no outcome for eventId={event_id} after {timeout_s} s "
+                                       "(is a worker running? see its log)")
+        time.sleep(0.2)
+    db.session.remove()
+    click.echo(f"outcome: status={outcome.status} reason={outcome.reason} "
+               f"inserted={outcome.inserted} touched={outcome.touched} "
+               f"updated={outcome.updated} model={outcome.model or '-'}")
+    if outcome.status not in (OutcomeStatus.SUCCEEDED, OutcomeStatus.SKIPPED):
         raise click.exceptions.Exit(1)
 
 
@@ -269,6 +304,8 @@ def serve(host: str, port: int) -> None:
     from app.auth.models import User
     from app.extensions import db
 
+    # The port first: a port in use is one line, before any banner (which shows credentials).
+    _check_port(host, port)
     app = current_app._get_current_object()
     # The database must answer at the newest migration; Redis down and an unset model key are
     # said once here, not discovered later from 503s and skipped jobs.
@@ -295,7 +332,34 @@ def serve(host: str, port: int) -> None:
     # The in-process jobs log what they did, as the worker's do.
     log_to_stderr()
     # Flask refuses app.run() inside a CLI command; run werkzeug's server directly.
-    run_simple(host, port, app, threaded=True, use_reloader=False)
+    server = make_server(host, port, app, threaded=True, request_handler=RequestLine)
+    http_log.info("event=serve.listening url=%s server=werkzeug note=%s", base,
+                  logs.quoted("the embedded setup's server; use gunicorn in production"))
+    server.serve_forever()
+
+
+def _check_port(host: str, port: int) -> None:
+    probe = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    # As the server will bind: a port left in TIME_WAIT by an earlier run is free.
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        probe.bind((host, port))
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {host}:{port}: "
+                                   f"{exc.strerror or exc}; choose another with --port") from None
+    finally:
+        probe.close()
+
+
+class RequestLine(WSGIRequestHandler):
+    """werkzeug's line for each request, in the one log format (`app.logs`)."""
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        environ = getattr(self, "environ", None) or {}
+        http_log.info("event=http.request remote=%s method=%s path=%s status=%s bytes=%s "
+                      "request_id=%s", self.address_string(), getattr(self, "command", "-"),
+                      logs.quoted(getattr(self, "path", self.requestline)), code, size,
+                      environ.get(logs.ENVIRON_KEY, "-"))
 
 
 def _platform_banner(app: Flask, base: str, filled: credentials.Filled) -> str:

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_core import PydanticUseDefault
@@ -68,7 +68,9 @@ class Environment(BaseSettings):
     # peer is the client). Trusting more than there are lets any client forge its address.
     MEMORY_TRUSTED_PROXIES: int = Field(0, ge=0, le=10)
     FLASK_ENV: str | None = None
-    APP_ENV: str | None = None
+    # Unset is development; a value that is neither (`prod`) is refused rather than silently
+    # taken for development (SPEC §11 "Start-up tells").
+    APP_ENV: Literal["production", "development"] | None = None
 
     @field_validator("*", mode="before")
     @classmethod

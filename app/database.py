@@ -42,6 +42,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.pool import PoolResetState
 from sqlalchemy.sql import Executable
 
+from app import tracing
 from app.extensions import db
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,9 @@ def batch(connection: sa.Connection, *statements: Statement) -> list[list[tuple]
             sql = ";\n".join(cursor.mogrify(found.sql, found.values(params))
                               for found, params in ((compiled(statement, dialect), params)
                                                     for statement, params in statements))
-            cursor.execute(sql)
+            # A span when tracing is on: SQLAlchemy's instrumentation does not see this path.
+            with tracing.sql_batch(connection, statements):
+                cursor.execute(sql)
             results = [_fetched(cursor)]
             for _ in range(len(statements) - 1):
                 cursor.nextset()

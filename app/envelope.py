@@ -139,9 +139,10 @@ def refusal(exc: Exception, path: str, logger: Any) -> tuple[ErrorCode, str, int
         return _HTTP_TO_ERROR.get(status, ErrorCode.PARAM_INVALID), exc.description or exc.name, \
             status
     if isinstance(exc, DEPENDENCY_ERRORS):
-        logger.warning("dependency unavailable path=%s error=%s", path, type(exc).__name__)
+        logger.warning("event=request.dependency_unavailable path=%s error=%s", path,
+                       type(exc).__name__)
         return ErrorCode.INTERNAL_ERROR, "a dependency is unavailable, retry later", 503
-    logger.exception("unhandled error path=%s", path, exc_info=exc)
+    logger.exception("event=request.unhandled_error path=%s", path, exc_info=exc)
     return ErrorCode.INTERNAL_ERROR, "internal error", 500
 
 

@@ -113,6 +113,47 @@ def install(env: Mapping[str, str] = os.environ) -> None:
     sys.excepthook = one_line
 
 
+def unreachable_dependencies(settings: Mapping[str, object],
+                             migrations_dir: str) -> list[tuple[str, str]]:
+    """`(dependency, line)` for each dependency that does not answer now — `database`, `schema`
+    (behind this release's newest migration), `redis` — for the production command's start,
+    which goes on (a load balancer asks `/readyz`) but says so once. Opens nothing it keeps."""
+    from alembic.script import ScriptDirectory
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.pool import NullPool
+
+    from app import redis_connection
+
+    problems: list[tuple[str, str]] = []
+    database_url = str(settings["SQLALCHEMY_DATABASE_URI"])
+    engine = create_engine(database_url, poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            # Alembic's own table, read directly (its MigrationContext logs its setup).
+            applied = set(connection.scalars(text("SELECT version_num FROM alembic_version")))
+        if applied != set(ScriptDirectory(migrations_dir).get_heads()):
+            problems.append(("schema", f"the database at DATABASE_URL="
+                             f"{redacted_database_url(database_url)} is not at this release's "
+                             f"newest migration; {UPGRADE_HINT}"))
+    except (DBAPIError, DisconnectionError) as exc:
+        dependency = ("schema" if isinstance(exc, DBAPIError) and _missing_schema(exc)
+                      else "database")
+        problems.append((dependency, explain(exc, database_url=database_url) or str(exc)))
+    finally:
+        engine.dispose()
+    redis_url = settings.get("REDIS_URL")
+    if redis_url:
+        client = redis_connection.client(str(redis_url), socket_connect_timeout=2,
+                                         socket_timeout=5)
+        try:
+            client.ping()
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            problems.append(("redis", explain(exc, redis_url=str(redis_url)) or str(exc)))
+        finally:
+            client.close()
+    return problems
+
+
 def _warn(message: str) -> None:
     click.secho(f"Warning: {message}", err=True, fg="yellow")
 

@@ -26,7 +26,7 @@ from rq.utils import now
 from rq.worker import WorkerStatus
 from sqlalchemy.exc import SQLAlchemyError
 
-from app import metrics, redis_connection
+from app import logs, metrics, redis_connection, tracing
 from app.cli import log_to_stderr
 from app.extraction import llm, outcomes, runner
 from app.extraction.queue import (
@@ -125,22 +125,32 @@ class AppContextMixin:
             self.connection.connection_pool.disconnect()
         super().request_stop(signum, frame)
 
-    def execute_job(self, job: Any, queue: Any) -> None:
+    def execute_job(self, job: Any, queue: Any) -> Any:
         with self.app.app_context():
             owner = job.meta.get("installation")
             here = installation()
             if owner is not None and owner != here.id:
                 _give_back(job, queue, here.id)
-                return
-        super().execute_job(job, queue)
+                return None
+        # The worker's own lines about the job (its horse's death, say) carry the request id
+        # of the webhook that enqueued it.
+        with logs.bound(job.meta):
+            return super().execute_job(job, queue)
 
     def perform_job(self, job: Any, queue: Any, execution: Any) -> bool:
-        with self.app.app_context():
+        attempt = (job.number_of_retries or 0) + 1 - job.meta.get(DEFERRALS, 0)
+        try:
+            with self.app.app_context(), tracing.job_span(job.meta.get("kind", "job"),
+                                                          job_id_of(job), attempt, job.meta):
+                if self.is_horse:
+                    # A horse writes its metrics where its worker's horses do (one file, not
+                    # one per job). Its engines started empty at the fork (app.database).
+                    metrics.as_work_horse()
+                return super().perform_job(job, queue, execution)
+        finally:
             if self.is_horse:
-                # A horse writes its metrics where its worker's horses do (one file, not one
-                # per job). Its engines started empty at the fork (app.database).
-                metrics.as_work_horse()
-            return super().perform_job(job, queue, execution)
+                # The horse ends with os._exit: its spans leave now or never.
+                tracing.flush()
 
     def clean_registries(self) -> None:
         # Abandoned jobs found here get their outcome from `record_abandoned`.

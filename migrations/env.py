@@ -1,18 +1,19 @@
 import logging
-from logging.config import fileConfig
 
 from flask import current_app
 
 from alembic import context
+from app import logs
 
 # this is the Alembic Config object, which provides
 # access to the values within the .ini file in use.
 config = context.config
 
-# Interpret the config file for Python logging.
-# This line sets up loggers basically.
-# Keep the app's own loggers alive when migrations run inside a process (tests, CLI).
-fileConfig(config.config_file_name, disable_existing_loggers=False)
+# The service's one log format (app.logs), not alembic.ini's: `db upgrade` is a command like
+# the others. Alembic says which migrations it runs (INFO).
+logs.configure()
+for name in ('alembic', 'flask_migrate'):
+    logging.getLogger(name).setLevel(logging.INFO)
 logger = logging.getLogger('alembic.env')
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.completions import capture_on
 from tests.conftest import SERVICE_TOKEN
-from tests.serving import ROOT, serve
+from tests.serving import ROOT, free_port, serve
 
 EXAMPLES = ROOT / "examples" / "typescript"
 USER_ID = 31
@@ -100,3 +100,14 @@ def test_the_hand_signed_webhook_example_is_accepted(app, served):
 def test_a_wrong_secret_makes_the_example_exit_1_with_the_401(app, node_modules, served):
     code, lines = node("webhook.mjs", served.url, MEMORY_WEBHOOK_SECRET="not-the-secret")
     assert code == 1 and lines[0] == "401", lines
+
+
+def test_the_context_read_example_with_the_server_down_says_one_line_and_goes_on_without_memory():
+    """As the guide says: no stack trace, the session starts without memory."""
+    result = subprocess.run(
+        [NODE, "context.mjs"], cwd=EXAMPLES, capture_output=True, text=True, timeout=60,
+        env={"PATH": "/usr/bin:/bin", "MEMORY_URL": f"http://127.0.0.1:{free_port()}",
+             "MEMORY_SERVICE_TOKEN": SERVICE_TOKEN, "USER_ID": "1"})
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "memory context unavailable (ECONNREFUSED): the session starts without memory"]

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 
@@ -13,7 +14,7 @@ from app.extensions import db
 from app.startup import explain
 from app.system import service as system
 from tests.conftest import TEST_DATABASE_URL, TEST_REDIS_URL
-from tests.serving import ROOT, process_env, serve
+from tests.serving import ROOT, gunicorn, process_env, serve
 from tests.workers import wait_until
 
 CLOSED_DATABASE = "mysql+pymysql://memory:s3cret@127.0.0.1:1/memory?charset=utf8mb4"
@@ -158,3 +159,61 @@ def test_models_list_says_whether_each_key_variable_is_set(app, runner, monkeypa
 
 def test_a_bug_keeps_its_traceback():
     assert explain(ValueError("a bug")) is None
+
+
+@pytest.mark.parametrize(("dependency", "env"), [
+    ("database", {"DATABASE_URL": CLOSED_DATABASE}),
+    ("redis", {"REDIS_URL": CLOSED_REDIS}),
+], ids=["database", "redis"])
+def test_gunicorn_logs_one_line_naming_each_dependency_that_does_not_answer(
+        dependency, env, tmp_path):
+    """The production command starts anyway (`/readyz` says 503 until it answers)."""
+    with gunicorn(tmp_path, "gunicorn", **env) as served:
+        pass
+    lines = [line for line in served.log().splitlines()
+             if "event=startup.dependency_unreachable" in line]
+    assert len(lines) == 1, served.log()
+    assert f" dependency={dependency} " in lines[0]
+    assert ("DATABASE_URL" if dependency == "database" else "REDIS_URL") in lines[0]
+    assert "s3cret" not in served.log()
+
+
+def test_gunicorn_logs_a_schema_behind_the_release(tmp_path):
+    with gunicorn(tmp_path, "gunicorn",
+                  DATABASE_URL=f"sqlite:///{tmp_path}/empty.sqlite3") as served:
+        pass
+    (line,) = [line for line in served.log().splitlines()
+               if "event=startup.dependency_unreachable" in line]
+    assert " dependency=schema " in line and "db upgrade" in line
+
+
+def test_gunicorn_keeps_its_control_socket_in_the_installations_instance_folder(tmp_path):
+    """Not the one per user that every installation on the host would share."""
+    with gunicorn(tmp_path, "gunicorn") as served:
+        pass
+    assert f"Control socket listening at {ROOT / 'instance' / 'gunicorn.ctl'}" in served.log()
+
+
+def test_serve_on_a_port_in_use_is_one_line_before_any_banner(app, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = flask("serve", "--port", str(port))
+    line = assert_one_line(result, f"127.0.0.1:{port}", "--port")
+    assert result.stdout == "", "no banner, no credentials"
+    assert "in use" in line
+
+
+def test_an_unknown_app_env_is_one_line_naming_it():
+    line = assert_one_line(flask("users", "--help", APP_ENV="prod"), "APP_ENV")
+    assert "'prod'" in line and "production" in line
+
+
+def test_flask_run_without_a_service_token_answers_401_saying_to_use_serve(make_app):
+    client = make_app(MEMORY_SERVICE_TOKEN=None).test_client()
+    answer = client.get("/api/v1/internal/memory/context?userId=1",
+                        headers={"Authorization": "Bearer guessed"})
+    assert answer.status_code == 401
+    assert "MEMORY_SERVICE_TOKEN is unset" in answer.json["message"]
+    assert "flask --app wsgi serve" in answer.json["message"]

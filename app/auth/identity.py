@@ -55,6 +55,18 @@ def is_service_token(token: str | None) -> bool:
     return hmac.compare_digest(token.encode("utf-8"), expected.encode("utf-8"))
 
 
+def service_token_refused() -> ApiError:
+    """The 401 of a platform endpoint; when this server has no service token at all, it says
+    so and how to get one (`flask run` starts without the secrets `serve` generates)."""
+    if current_app.config.get("MEMORY_SERVICE_TOKEN"):
+        return ApiError(ErrorCode.UNAUTHORIZED, "service token required")
+    how = ("set it" if current_app.config.get("PRODUCTION") else
+           "start the service with `flask --app wsgi serve`, which generates one (`flask run` "
+           "does not), or set it")
+    return ApiError(ErrorCode.UNAUTHORIZED, "service token required, and MEMORY_SERVICE_TOKEN "
+                                            f"is unset on this server: {how}")
+
+
 def acting_user(user_id: int) -> User:
     """The user the service token acts for. Only a write creates one first seen here (SPEC
     §3): a read of someone unknown is a read of a user with nothing yet."""
@@ -123,7 +135,7 @@ def service_api(view: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(view)
     def wrapped(*args: P.args, **kwargs: P.kwargs) -> R:
         if not is_service_token(_bearer_token()):
-            raise ApiError(ErrorCode.UNAUTHORIZED, "service token required")
+            raise service_token_refused()
         return view(*args, **kwargs)
     return wrapped
 

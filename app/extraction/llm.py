@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import certifi
 
+from app import tracing
 from app.extensions import db
 from app.system.models import CHOSEN_MODEL, EXTRACTION_MODEL_KEY
 
@@ -164,10 +165,18 @@ def warm_up() -> None:
                          "message": {"role": "assistant", "content": "[]"}}]})
 
     in_memory = openai.DefaultHttpxClient(transport=httpx2.MockTransport(canned))
-    with openai.OpenAI(api_key="warm-up", base_url="http://warm-up.invalid/v1",
-                       http_client=in_memory) as client:
-        client.chat.completions.create(model="warm-up",
-                                       messages=[{"role": "user", "content": "warm-up"}])
+    # The transport logs each request at INFO: this one never left the process, and a line
+    # `POST http://warm-up.invalid/… 200 OK` would read as a real call.
+    transport_log = logging.getLogger("httpx2")
+    level = transport_log.level
+    transport_log.setLevel(logging.WARNING)
+    try:
+        with openai.OpenAI(api_key="warm-up", base_url="http://warm-up.invalid/v1",
+                           http_client=in_memory) as client:
+            client.chat.completions.create(model="warm-up",
+                                           messages=[{"role": "user", "content": "warm-up"}])
+    finally:
+        transport_log.setLevel(level)
 
 
 _clients: dict[tuple[int, str | None, str, float], openai.OpenAI] = {}
@@ -199,6 +208,15 @@ def complete(model: ChatModel, messages: Sequence[dict[str, str]],
         raise LlmNotConfigured(f"model {model.name!r}: {key_env} is not set")
     base_url = model.base_url or os.environ.get(DEFAULT_BASE_URL_ENV) or None
     client = _client(base_url, api_key, timeout_s)
+    # The model call's span when tracing is on (GenAI semantic conventions: `app.otel`).
+    with tracing.model_call(model.model, base_url) as call:
+        completion, response = _create(client, model, messages)
+        call.answered(response, completion.prompt_tokens, completion.completion_tokens)
+    return completion
+
+
+def _create(client: openai.OpenAI, model: ChatModel,
+            messages: Sequence[dict[str, str]]) -> tuple[Completion, object]:
     openai = sdk()
     try:
         response = client.chat.completions.create(model=model.model, messages=list(messages))
@@ -222,4 +240,4 @@ def complete(model: ChatModel, messages: Sequence[dict[str, str]],
         prompt_tokens=getattr(usage, "prompt_tokens", None),
         completion_tokens=getattr(usage, "completion_tokens", None),
         total_tokens=getattr(usage, "total_tokens", None),
-    )
+    ), response

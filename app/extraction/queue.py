@@ -18,6 +18,7 @@ thread runs one job at a time anyway.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
 import threading
@@ -31,7 +32,7 @@ import rq
 from flask import Flask, current_app
 from redis.exceptions import LockError
 
-from app import redis_connection
+from app import redis_connection, tracing
 from app.system import installation as installations
 
 log = logging.getLogger(__name__)
@@ -187,7 +188,7 @@ class RedisJobQueue:
             timeout=self.timing.job_timeout_s, result_ttl=RESULT_TTL_S,
             failure_ttl=FAILURE_TTL_S,
             meta={"kind": kind.name, "job_id": job_id, "installation": here.id,
-                  "namespace": here.namespace},
+                  "namespace": here.namespace, **tracing.job_meta()},
             on_failure=rq.Callback(job_kinds().on_failure),
             # What RQ logs for the job: ids only, never the conversation in the payload.
             description=" ".join([kind.name, *(f"{name}={payload[key]}" for name, key in
@@ -251,7 +252,7 @@ class InProcessJobQueue:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=1,
                                                     thread_name_prefix="memory-jobs")
-        self._submit(kind, payload, job_id, 1)
+        self._submit(kind, payload, job_id, 1, contextvars.copy_context())
 
     @contextmanager
     def session_lock(self, session_id: int, holder: str) -> Iterator[None]:
@@ -265,14 +266,19 @@ class InProcessJobQueue:
         with self._idle:
             return self._idle.wait_for(lambda: self._pending == 0, timeout=timeout_s)
 
-    def _submit(self, kind: JobKind, payload: Payload, job_id: str, attempt: int) -> None:
+    def _submit(self, kind: JobKind, payload: Payload, job_id: str, attempt: int,
+                context: contextvars.Context) -> None:
         assert self._executor is not None
-        self._executor.submit(self._run, kind, payload, job_id, attempt)
+        # Each attempt runs in a copy of the enqueueing request's context: its lines carry the
+        # request's id, its spans join the request's trace (`app.tracing`).
+        self._executor.submit(context.copy().run, self._run, kind, payload, job_id, attempt,
+                              context)
 
-    def _run(self, kind: JobKind, payload: Payload, job_id: str, attempt: int) -> None:
+    def _run(self, kind: JobKind, payload: Payload, job_id: str, attempt: int,
+             context: contextvars.Context) -> None:
         result = JobResult()
         try:
-            with self.app.app_context():
+            with self.app.app_context(), tracing.job_span(kind.name, job_id, attempt):
                 result = kind.run(payload, attempt, job_id)
         except Exception:
             # The job has recorded its failed outcome; the thread must live on for the next.
@@ -280,7 +286,7 @@ class InProcessJobQueue:
                           attempt)
         if result.retry_in is not None:
             timer = threading.Timer(result.retry_in, self._submit,
-                                    (kind, payload, job_id, attempt + 1))
+                                    (kind, payload, job_id, attempt + 1, context))
             timer.daemon = True
             timer.start()
             return

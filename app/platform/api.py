@@ -12,8 +12,8 @@ from wsgiref.types import WSGIEnvironment
 from flask import Blueprint
 
 from app.apispec import SERVICE_SECURITY, answers, described, validated
-from app.auth.identity import bearer_token, is_service_token
-from app.envelope import ApiError, ErrorCode, ok_body
+from app.auth.identity import bearer_token, is_service_token, service_token_refused
+from app.envelope import ok_body
 from app.memory import service
 from app.params import query_pairs
 from app.platform.hot_path import HotPath, served_by
@@ -43,7 +43,7 @@ class ContextRead(HotPath):
     def answer(self, environ: WSGIEnvironment) -> tuple[int, str]:
         query = query_of(environ.get("QUERY_STRING", ""))
         if not is_service_token(bearer_token(environ.get("HTTP_AUTHORIZATION", ""))):
-            raise ApiError(ErrorCode.UNAUTHORIZED, "service token required")
+            raise service_token_refused()
         valid = validated(ContextQuery, query)
         return 200, ok_body(service.context_json(valid.userId, valid.projectKey))
 

@@ -25,6 +25,7 @@ from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 from flask import Flask, current_app
 from werkzeug.exceptions import MethodNotAllowed
 
+from app import tracing
 from app.envelope import failure, refusal
 from app.security_headers import EVERY_RESPONSE, PRIVATE
 
@@ -99,8 +100,9 @@ class HotPaths:
 
     def __init__(self, app: Flask, endpoints: Iterable[HotPath]) -> None:
         self.flask: WSGIApplication = app.wsgi_app
-        self.endpoints: Mapping[str, HotPath] = {endpoint.path: endpoint
-                                                 for endpoint in endpoints}
+        # Traced here when tracing is on: Flask's instrumentation never sees these paths.
+        self.endpoints: Mapping[str, WSGIApplication] = {
+            endpoint.path: tracing.traced_wsgi(endpoint) for endpoint in endpoints}
 
     @classmethod
     def install(cls, app: Flask, *endpoint_classes: type[HotPath]) -> None:

@@ -1,10 +1,11 @@
 // The context read (README "The context read"): what a new session of USER_ID in PROJECT_KEY
 // should know, as the `## 长期记忆` block to put in its system prompt.
 // Node 20, no framework, no dependency:
-//   MEMORY_URL=http://127.0.0.1:5000 MEMORY_SERVICE_TOKEN=… USER_ID=1 PROJECT_KEY=mao node context.mjs
+//   MEMORY_URL=http://127.0.0.1:${PORT:-5000} MEMORY_SERVICE_TOKEN=… USER_ID=1 PROJECT_KEY=mao node context.mjs
 // Prints the HTTP status, then the answer's body, each on its own line; exits 1 unless 200.
+// A server that is down or slow is one line on stderr: the session starts without memory.
 
-const URL_BASE = process.env.MEMORY_URL ?? "http://127.0.0.1:5000";
+const URL_BASE = process.env.MEMORY_URL ?? `http://127.0.0.1:${process.env.PORT ?? 5000}`;
 const TOKEN = process.env.MEMORY_SERVICE_TOKEN;
 const USER_ID = process.env.USER_ID ?? "1";
 const PROJECT_KEY = process.env.PROJECT_KEY; // optional: without it, user-level memories only
@@ -40,9 +41,21 @@ export async function memoryBlock(userId, projectKey) {
     const { status, body } = await api(`/api/v1/internal/memory/context?${query}`);
     return status === 200 ? body.data.prompt : "";
   } catch (error) {
-    console.error(`memory context unavailable: ${error}`);
+    console.error(unavailable(error));
     return "";
   }
+}
+
+/**
+ * One line saying why there is no memory this time (no stack trace: nothing is broken here).
+ * @param {unknown} error
+ * @returns {string}
+ */
+function unavailable(error) {
+  const cause = error instanceof Error ? error.cause : undefined;
+  const why = cause?.code ?? cause?.errors?.[0]?.code ?? cause?.message
+    ?? (error instanceof Error ? error.message : String(error));
+  return `memory context unavailable (${why}): the session starts without memory`;
 }
 
 if (!TOKEN) {
@@ -50,5 +63,10 @@ if (!TOKEN) {
   process.exit(2);
 }
 const query = new URLSearchParams({ userId: USER_ID, ...(PROJECT_KEY && { projectKey: PROJECT_KEY }) });
-const { status } = await api(`/api/v1/internal/memory/context?${query}`);
-process.exitCode = status === 200 ? 0 : 1;
+try {
+  const { status } = await api(`/api/v1/internal/memory/context?${query}`);
+  process.exitCode = status === 200 ? 0 : 1;
+} catch (error) {
+  console.error(unavailable(error));
+  process.exitCode = 1;
+}

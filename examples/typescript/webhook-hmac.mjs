@@ -5,7 +5,7 @@
 
 import { createHmac, randomInt, randomUUID } from "node:crypto";
 
-const URL_BASE = process.env.MEMORY_URL ?? "http://127.0.0.1:5000";
+const URL_BASE = process.env.MEMORY_URL ?? `http://127.0.0.1:${process.env.PORT ?? 5000}`;
 const SECRET = process.env.MEMORY_WEBHOOK_SECRET;
 const PATH = "/api/v1/webhooks/task-completed";
 

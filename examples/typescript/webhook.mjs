@@ -2,7 +2,7 @@
 // it, with the specification's own library (npm `standardwebhooks`): what a platform sends when
 // a task of USER_ID ends. Node 20, no framework:
 //   npm install   # once, in this folder
-//   MEMORY_URL=http://127.0.0.1:5000 MEMORY_WEBHOOK_SECRET=… USER_ID=1 PROJECT_KEY=mao node webhook.mjs
+//   MEMORY_URL=http://127.0.0.1:${PORT:-5000} MEMORY_WEBHOOK_SECRET=… USER_ID=1 PROJECT_KEY=mao node webhook.mjs
 // Every run is a new completion (a fresh eventId), unless EVENT_ID names one to deliver again
 // (the service then answers `duplicate_event`). Prints the HTTP status, then the answer's body,
 // each on its own line; exits 1 unless 2xx.
@@ -10,7 +10,7 @@
 import { randomInt, randomUUID } from "node:crypto";
 import { Webhook } from "standardwebhooks";
 
-const URL_BASE = process.env.MEMORY_URL ?? "http://127.0.0.1:5000";
+const URL_BASE = process.env.MEMORY_URL ?? `http://127.0.0.1:${process.env.PORT ?? 5000}`;
 const SECRET = process.env.MEMORY_WEBHOOK_SECRET;
 const PATH = "/api/v1/webhooks/task-completed";
 

@@ -42,7 +42,7 @@ def _closed_port() -> int:
 
 
 def test_the_served_app_sends_the_two_paths_to_their_endpoints(app):
-    served = app.wsgi_app
+    served = app.wsgi_app.app  # inside the request ids' middleware (app.logs)
     assert isinstance(served, HotPaths)
     assert {type(e) for e in served.endpoints.values()} == {ContextRead, WebhookReceiver}
     assert set(served.endpoints) == {CONTEXT, WEBHOOK}
@@ -52,7 +52,7 @@ def test_the_flask_route_hands_its_request_to_the_same_endpoint(app, alice, memo
     """A request that reached Flask for the path (not through the dispatcher) gets the answer
     of the same endpoint."""
     memories.add(alice.user_id, "输出报告用中文")
-    through_flask = Client(app.wsgi_app.flask).get(CONTEXT, query_string={
+    through_flask = Client(app.wsgi_app.app.flask).get(CONTEXT, query_string={
         "userId": alice.user_id}, headers=SERVICE)
     served = app.test_client().get(CONTEXT, query_string={"userId": alice.user_id},
                                    headers=SERVICE)
@@ -171,7 +171,7 @@ def test_a_failure_after_the_delivery_committed_is_answered_once(app, monkeypatc
     with caplog.at_level(logging.ERROR):
         assert_error(result(post(app.test_client(), body)), 500, 5001)
     assert calls == ["evt-bug-after-commit"]
-    assert "unhandled error" in caplog.text
+    assert "event=request.unhandled_error" in caplog.text
     monkeypatch.undo()
     assert assert_ok(result(post(app.test_client(), body)), 202)["reason"] == "duplicate_event"
 
@@ -194,7 +194,7 @@ def test_a_database_down_is_a_503_asked_once(make_app, monkeypatch, caplog):
                                           headers=SERVICE)
     assert_error(result(response), 503, 5001)
     assert reads == [5]
-    assert "dependency unavailable" in caplog.text
+    assert "event=request.dependency_unavailable" in caplog.text
 
 
 def test_a_hook_of_the_flask_app_does_not_run_for_the_hot_paths(app, make_app):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 
@@ -160,7 +161,10 @@ def test_the_job_carries_ids_and_only_the_text_parts(app, webhook):
     assert job.args == ({"event_id": body["eventId"], "user_id": USER_ID,
                          "session_id": SESSION_ID, "project_key": "mao",
                          "user_message": "第一段\n第二段", "assistant_message": "答复"},)
-    assert job.meta == {"kind": "extraction"}
+    # And the delivery's request id (app.logs), for the job's log lines; no trace context with
+    # tracing off.
+    assert job.meta == {"kind": "extraction", "request_id": job.meta["request_id"]}
+    assert re.fullmatch(r"[0-9a-f]{32}", job.meta["request_id"])
     assert job.description == f"extraction user={USER_ID} session={SESSION_ID}"
 
 
