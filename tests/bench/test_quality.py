@@ -1,7 +1,8 @@
 """The memory-quality benchmark (`python -m bench.run quality`), without a model: a scripted
 OpenAI-compatible server answers a known mix of right and wrong decisions, and every expected
 score below is counted by hand from that mix — never by calling the scorer. Runs on the
-benchmark's own SQLite database; no MariaDB or Redis needed."""
+benchmark's own SQLite database; no MariaDB or Redis needed. The scripted adversaries on the
+whole labelled set are in test_quality_adversaries.py."""
 
 from __future__ import annotations
 
@@ -21,11 +22,14 @@ from bench.quality.scoring import (
     INVALID,
     SKIPPED,
     Observation,
+    Proposed,
     Stored,
     percentile,
     score_case,
     summarize,
 )
+from tests.bench import quality_answers
+from tests.bench.quality_answers import seeded_ids
 from tests.llm_server import ScriptedLlm
 
 KEY_ENV = "QUALITY_TEST_API_KEY"
@@ -49,10 +53,11 @@ def write_cases(path: Path, raw: list[dict]) -> Path:
 
 
 def case(id: str, kind: str, user: str, expect: list | None = None, *, project="mao",
-         memories: list | None = None, optional: list | None = None, lang="zh") -> dict:
+         memories: list | None = None, optional: list | None = None, lang="zh",
+         **extra) -> dict:
     return {"id": id, "kind": kind, "lang": lang, "project": project,
             "memories": memories or [], "user": user, "assistant": "好的,已处理。",
-            "expect": expect or [], "optional": optional or []}
+            "expect": expect or [], "optional": optional or [], **extra}
 
 
 def auto(ref: str, content: str, scope="USER", status="ACTIVE", source="AUTO", **extra) -> dict:
@@ -66,31 +71,31 @@ LONG = "(这是一段足够长、超过 D11 阈值的用户消息。)"
 # Seeded rows get ids in case order on the fresh database: c3's row is 1, c4's is 2.
 MIX = [
     case("c1", "user", "以后报告都用中文写" + LONG,
-         [{"action": "insert", "scope": "USER", "match": [["中文"]]}]),
+         [{"action": "insert", "scope": "USER", "must": [["中文"]]}]),
     case("c2", "nothing", "今天好累,陪我聊聊" + LONG),
     case("c3", "touch", "我一直用 pnpm 的" + LONG, [{"action": "touch", "ref": "a"}],
          memories=[auto("a", "用户习惯用 pnpm")]),
     case("c4", "update", "This service targets Go 1.22 exactly, pinned in CI.",
-         [{"action": "update", "ref": "a", "match": [["1.22"]]}],
+         [{"action": "update", "ref": "a", "must": [["1.22"]]}],
          memories=[auto("a", "Service targets Go", scope="PROJECT")], lang="en"),
     case("c5", "dismissed", "Keep answers concise, skip the preambles please.",
          memories=[auto("d", "Prefers short answers", status="DISMISSED",
                         match=[["short", "concise"]])], lang="en"),
     case("c6", "manual", "回答里不要使用 emoji,我说过的" + LONG,
          memories=[auto("m", "不要使用 emoji", source="MANUAL")],
-         optional=[{"action": "insert", "scope": "USER", "match": [["emoji"]]}]),
+         optional=[{"action": "insert", "scope": "USER", "must": [["emoji"]]}]),
     case("c7", "no_project_key", "我们项目的接口都走 gRPC" + LONG,
-         [{"action": "insert", "scope": "USER", "match": [["gRPC"]]}], project="weixin-bot"),
+         [{"action": "insert", "scope": "USER", "must": [["gRPC"]]}], project="weixin-bot"),
     case("c8", "project", "这个仓库测试统一用 Vitest" + LONG,
-         [{"action": "insert", "scope": "PROJECT", "match": [["Vitest"]]}]),
+         [{"action": "insert", "scope": "PROJECT", "must": [["Vitest"]]}]),
     case("c9", "short", "谢谢!"),
     case("c10", "project", "This repo deploys to Fly.io on every push to main.",
-         [{"action": "insert", "scope": "PROJECT", "match": [["Fly"]]}], lang="en"),
+         [{"action": "insert", "scope": "PROJECT", "must": [["Fly"]]}], lang="en"),
     case("c11", "nothing", "帮我把这段 SQL 改成 INNER JOIN" + LONG),
     case("c12", "user", "我是红绿色弱,图表别只靠红绿区分" + LONG,
-         [{"action": "insert", "scope": "USER", "match": [["色弱"]]}]),
+         [{"action": "insert", "scope": "USER", "must": [["色弱"]]}]),
     case("c13", "user", "I'm vegetarian, leave meat out of any recipe.",
-         [{"action": "insert", "scope": "USER", "match": [["vegetarian"]]}], lang="en"),
+         [{"action": "insert", "scope": "USER", "must": [["vegetarian"]]}], lang="en"),
 ]
 BIG_USAGE = {"prompt_tokens": 1000, "completion_tokens": 50, "total_tokens": 1050}
 # Long enough for a loaded shared machine to answer the fast calls well within it.
@@ -132,28 +137,32 @@ def test_scores_of_a_known_mix_of_right_and_wrong_answers_are_the_hand_counted_o
     script_the_mix(scripted)
     data = run_the_mix(tmp_path, scripted)
     (scores,) = data["models"]
-    # Right: c1, c4, c7, c9 (no call), c11, c13 (after one retry) — 6 of 13.
-    assert scores["cases"] == 13 and scores["calls"] == 12  # c9 is never asked
-    assert scores["decision_accuracy"] == round(6 / 13, 6)
+    # c9 is under the D11 threshold: never asked, outside the headline.
+    assert (scores["cases"], scores["short_cases"], scores["calls"]) == (12, 1, 12)
+    # Right: c1, c4, c6 (an exact repeat of the MANUAL words), c7, c11, c13 (after a retry).
+    assert scores["headline_accuracy"] == 0.5
+    # Usable: all but c8 (invalid) and c12 (timeout) — 10; right among them: the same 6.
+    assert (scores["usable"], scores["usable_accuracy"]) == (10, 0.6)
+    assert (scores["invalid_outputs"], scores["failed_calls"]) == (1, 1)
     # Written: c1, c2, c3, c4 (update), c5, c7, c10, c13 = 8; of which expected: c1, c4, c7, c13.
     assert scores["stored_precision"] == 0.5
     # Expected writes: c1, c4, c7, c8, c10, c12, c13 = 7; written as expected: 4.
     assert scores["stored_recall"] == round(4 / 7, 6)
-    # Nothing expected (and nothing optional), put to the model: c2, c5, c11 (c9 is under the
-    # D11 threshold); something stored: c2, c5.
+    assert scores["extraction_f1"] == round(2 * 0.5 * (4 / 7) / (0.5 + 4 / 7), 6)
+    # Nothing expected, usable: c2, c5, c11; something stored: c2, c5.
     assert scores["junk_rate"] == round(2 / 3, 6)
     # Touch or update expected: c3, c4; a new row instead: c3.
-    assert scores["duplicate_rate"] == 0.5
-    assert scores["dismissed_violations"] == 1  # c5: says what the dismissed row says
-    assert scores["manual_violations"] == 1  # c6: the exact words re-confirmed the MANUAL row
-    assert scores["invalid_output_rate"] == round(1 / 12, 6)  # c8
-    assert scores["failure_rate"] == round(1 / 12, 6)  # c12 timed out; c13 recovered
+    assert (scores["duplicate_rate"], scores["update_accuracy"]) == (0.5, 0.5)
+    assert scores["false_memories"] == 4  # c2, c3, c5, c10 (wrong scope)
+    assert scores["dismissed_relearnt"] == 1  # c5: says what the dismissed row says
+    assert (scores["d3_violations"], scores["manual_violations"],
+            scores["cap_violations"]) == (0, 0, 0)
     # Usage of the 11 answered calls (c12 has none): c1 1000/50, ten of 321/12.
     assert scores["prompt_tokens_per_case"] == round((1000 + 10 * 321) / 11, 6)
     assert scores["completion_tokens_per_case"] == round((50 + 10 * 12) / 11, 6)
     assert scores["accuracy_by_kind"] == {
-        "dismissed": 0.0, "manual": 0.0, "no_project_key": 1.0, "nothing": 0.5,
-        "project": 0.0, "short": 1.0, "touch": 0.0, "update": 1.0, "user": round(2 / 3, 6)}
+        "dismissed": 0.0, "manual": 1.0, "no_project_key": 1.0, "nothing": 0.5,
+        "project": 0.0, "touch": 0.0, "update": 1.0, "user": round(2 / 3, 6)}
     outcome = {c["case_id"]: (c["status"], c["correct"]) for c in scores["per_case"]}
     assert outcome["c8"] == ("invalid", False)
     assert outcome["c9"] == ("skipped", True)
@@ -167,6 +176,24 @@ def test_scores_of_a_known_mix_of_right_and_wrong_answers_are_the_hand_counted_o
     assert changes["c7"] == ["insert USER: 接口都走 gRPC"]  # a bot channel has no project
     assert changes["c6"] == ["touch m"]
     assert changes["c4"] == ["update a: Service targets Go 1.22"]
+
+
+def test_every_table_holds_the_three_baselines_scored_in_the_same_run(tmp_path, scripted):
+    """do-nothing is right on c2, c5, c6, c11 of the 12 headline cases; echo stores every
+    message, a copy, never right."""
+    script_the_mix(scripted)
+    data = run_the_mix(tmp_path, scripted)
+    baselines = {b["model"]: b for b in data["baselines"]}
+    assert list(baselines) == ["baseline: do-nothing", "baseline: regex", "baseline: echo"]
+    assert baselines["baseline: do-nothing"]["headline_accuracy"] == round(4 / 12, 6)
+    assert baselines["baseline: echo"]["headline_accuracy"] == 0.0
+    assert baselines["baseline: echo"]["failures"]["raw_message"] == 12
+    (model,) = data["models"]
+    best = max(baselines.values(), key=lambda b: b["headline_accuracy"])
+    assert model["margin_over_best_baseline"]["baseline"] == best["model"]
+    diff = model["margin_over_best_baseline"]
+    assert diff["low"] <= diff["diff"] <= diff["high"]
+    assert diff["diff"] == round(0.5 - best["headline_accuracy"], 6)
 
 
 def test_every_case_goes_through_the_jobs_prompt_with_its_memories(tmp_path, scripted):
@@ -195,7 +222,7 @@ def test_a_replayed_run_scores_exactly_as_the_recorded_one_without_a_model(tmp_p
     replayed = json.loads(replay_file.read_text(encoding="utf-8"))
     assert replayed["models"] == recorded["models"]
     saved = recording.read(tmp_path / "answers.json")
-    ((name, model, answers),) = saved
+    ((name, model, answers),) = saved.runs
     assert (name, model) == ("scripted-small", "scripted-small")
     assert set(answers) == {c["id"] for c in MIX} - {"c9"}
     assert answers["c12"].error == "LlmTimeout" and answers["c12"].text is None
@@ -209,14 +236,14 @@ def test_replay_latency_percentiles_come_from_the_recording(tmp_path):
     answers = {f"n{i}": Answer(text="[]", prompt_tokens=100 + i, completion_tokens=2,
                                latency_s=latency)
                for i, latency in enumerate([0.9, 0.1, 0.5, 0.3, 0.7])}
-    recording.write(tmp_path / "answers.json", [("small", "small-1", answers),
-                                                ("large", "large-1", answers)])
+    recording.write(tmp_path / "answers.json", recording.Recording(
+        [("small", "small-1", answers), ("large", "large-1", answers)]))
     scores = cli.main(["--replay", str(tmp_path / "answers.json"), "--cases", str(cases_file),
                        "--json", str(tmp_path / "scores.json")])
     assert [s.model for s in scores] == ["small", "large"]  # side by side
     for s in scores:
         assert (s.latency_p50_s, s.latency_p95_s) == (0.5, 0.9)
-        assert s.prompt_tokens_per_case == 102 and s.decision_accuracy == 1.0
+        assert s.prompt_tokens_per_case == 102 and s.headline_accuracy == 1.0
 
 
 def test_a_replayed_answer_given_for_another_prompt_is_counted_stale(tmp_path):
@@ -246,14 +273,14 @@ def test_model_calls_run_at_most_concurrency_at_a_time(tmp_path, scripted):
 
 def test_two_models_are_run_and_scored_side_by_side(tmp_path, scripted):
     raw = [case("u1", "user", "以后报告都用中文写" + LONG,
-                [{"action": "insert", "scope": "USER", "match": [["中文"]]}])]
+                [{"action": "insert", "scope": "USER", "must": [["中文"]]}])]
     scripted.reply_items([{"type": "user", "content": "报告用中文"}])
     scripted.reply("[]")
     scores = cli.main(["--base-url", scripted.base_url, "--model", "small", "--model", "large",
                        "--api-key-env", KEY_ENV, "--cases",
                        str(write_cases(tmp_path / "c.jsonl", raw)),
                        "--json", str(tmp_path / "s.json")])
-    assert [(s.model, s.decision_accuracy) for s in scores] == [("small", 1.0), ("large", 0.0)]
+    assert [(s.model, s.headline_accuracy) for s in scores] == [("small", 1.0), ("large", 0.0)]
     assert [r.model for r in scripted.requests] == ["small", "large"]
 
 
@@ -296,7 +323,7 @@ def test_an_unusable_answer_is_never_a_right_decision():
 
 def test_a_fact_in_the_wrong_scope_is_neither_recalled_nor_precise():
     project = one(case("p", "project", "这个仓库测试统一用 Vitest" + LONG,
-                       [{"action": "insert", "scope": "PROJECT", "match": [["Vitest"]]}]))
+                       [{"action": "insert", "scope": "PROJECT", "must": [["Vitest"]]}]))
     wrong = score_case(project, Observation("p", ANSWERED,
                                             inserted=(Stored("USER", "", "用 Vitest"),)))
     right = score_case(project, Observation("p", ANSWERED,
@@ -308,16 +335,29 @@ def test_a_fact_in_the_wrong_scope_is_neither_recalled_nor_precise():
 def test_an_optional_insert_is_neither_wrong_nor_junk_and_the_manual_row_stays():
     manual = one(case("m", "manual", "请一直用中文回复我" + LONG,
                       memories=[auto("m", "回答时使用中文", source="MANUAL")],
-                      optional=[{"action": "insert", "scope": "USER", "match": [["中文"]]}]))
+                      optional=[{"action": "insert", "scope": "USER", "must": [["中文"]]}]))
     added = score_case(manual, Observation("m", ANSWERED,
                                            inserted=(Stored("USER", "", "用中文回复"),)))
     assert (added.correct, added.junk, added.stored_right, added.manual_violation) == \
         (True, None, 1, False)
     touched = score_case(manual, Observation("m", ANSWERED, touched=("m",), changed=("m",)))
-    assert (touched.correct, touched.manual_violation) == (False, True)
+    assert touched.manual_violation  # its time moved though nobody repeated its words
 
 
-def test_writing_what_a_dismissed_row_says_is_a_dismissed_violation():
+def test_an_exact_repeat_of_a_manual_row_refreshing_its_time_is_no_violation():
+    """Seed §5.6: an exact-hash hit refreshes `updated_at`; D13 hides the row from the model."""
+    manual = one(case("m", "manual", "请一直用中文回复我" + LONG,
+                      memories=[auto("m", "回答时使用中文", source="MANUAL")]))
+    repeated = score_case(manual, Observation(
+        "m", ANSWERED, touched=("m",), changed=("m",),
+        proposed=(Proposed("insert", "user", "回答时使用中文"),)))
+    reworded = score_case(manual, Observation(
+        "m", ANSWERED, updated=(("m", "回答用中文"),), changed=("m",)))
+    assert (repeated.manual_violation, repeated.correct) == (False, True)
+    assert reworded.manual_violation
+
+
+def test_writing_what_a_dismissed_row_says_is_a_relearnt_dismissed_wording():
     dismissed = one(case("d", "dismissed", "Keep answers concise, skip the preambles please.",
                          memories=[auto("d", "Prefers short answers", status="DISMISSED",
                                         match=[["short", "concise"]])], lang="en"))
@@ -325,8 +365,8 @@ def test_writing_what_a_dismissed_row_says_is_a_dismissed_violation():
         Stored("USER", "", "Likes CONCISE answers"),)))
     other = score_case(dismissed, Observation("d", ANSWERED, inserted=(
         Stored("USER", "", "Uses zsh"),)))
-    assert (said.dismissed_violation, other.dismissed_violation) == (True, False)
-    assert not said.manual_violation
+    assert (said.dismissed_relearnt, other.dismissed_relearnt) == (True, False)
+    assert (said.correct, said.d3_violation) == (False, False)  # the model's fault, not D3
 
 
 def test_summary_rates_over_their_own_denominators():
@@ -335,7 +375,7 @@ def test_summary_rates_over_their_own_denominators():
                     Observation("n", ANSWERED, called=True, prompt_tokens=100,
                                 completion_tokens=4, latency_s=1.0)]
     scores = summarize("m", [TOUCH, NOTHING], observations)
-    assert (scores.decision_accuracy, scores.junk_rate, scores.duplicate_rate) == \
+    assert (scores.headline_accuracy, scores.junk_rate, scores.duplicate_rate) == \
         (0.5, 0.0, 1.0)
     assert (scores.stored_precision, scores.stored_recall) == (0.0, None)
     assert (scores.prompt_tokens_per_case, scores.completion_tokens_per_case) == (200, 7)
@@ -366,51 +406,27 @@ def test_labelled_set_holds_120_cases_in_both_languages_and_every_kind():
     assert min(sum(c.lang == lang for c in cases) for lang in ("zh", "en")) >= 50
 
 
-def ideal_answer(case: Case, ids: dict[str, int]) -> str:
-    """What a perfect model answers for `case`: each expected effect, worded from the first
-    keyword of each group; a project fact of a session without a valid key as type=project
-    (the pipeline must store it as USER)."""
-    def words(effect) -> str:
-        return " ".join(group[0] for group in effect.match)
-
-    items = []
-    for effect in case.expect:
-        if effect.action == "insert":
-            project = effect.scopes[0] == "PROJECT" or case.kind == "no_project_key"
-            items.append({"type": "project" if project else "user", "content": words(effect)})
-            continue
-        memory = case.refs[effect.ref]
-        item = {"type": memory.scope.lower(), "action": effect.action,
-                "existingId": ids[effect.ref]}
-        if effect.action == "update":
-            item["content"] = f"{memory.content}; {words(effect)}"
-        items.append(item)
-    return json.dumps(items, ensure_ascii=False)
-
-
 def test_the_labelled_set_is_learnable_through_the_pipeline(tmp_path):
     """Perfect answers, replayed through the real parser and rules, score perfectly: every
     label is something the service can do (ids, groups, downgrades, D11)."""
     cases = labelled.load()
-    answers, next_id = {}, 1
-    for c in cases:
-        ids = {m.ref: next_id + i for i, m in enumerate(c.memories)}  # seeded in case order
-        next_id += len(c.memories)
-        answers[c.id] = Answer(text=ideal_answer(c, ids))
+    ids = seeded_ids(cases)
+    answers = {c.id: Answer(text=quality_answers.ideal(c, ids[c.id])) for c in cases}
     run = runner.run_model(cases, Endpoint("ideal"), recorded=answers)
     scores = summarize("ideal", cases, run.observations)
     wrong = [s.case_id for s in scores.per_case if not s.correct]
     assert wrong == []
     assert (scores.stored_precision, scores.stored_recall, scores.junk_rate,
-            scores.duplicate_rate, scores.dismissed_violations, scores.manual_violations) == \
+            scores.duplicate_rate, scores.false_memories, scores.stray_touches) == \
         (1.0, 1.0, 0.0, 0.0, 0, 0)
+    assert (scores.d3_violations, scores.manual_violations, scores.cap_violations) == (0, 0, 0)
     assert scores.calls == sum(c.kind != "short" for c in cases)
 
 
 def test_a_project_fact_without_a_valid_project_key_must_be_expected_as_user():
     with pytest.raises(CaseError, match="stored as USER"):
         parse_case(case("x", "no_project_key", "我们项目的接口都走 gRPC" + LONG,
-                        [{"action": "insert", "scope": "PROJECT", "match": [["gRPC"]]}],
+                        [{"action": "insert", "scope": "PROJECT", "must": [["gRPC"]]}],
                         project="weixin-bot"))
 
 
