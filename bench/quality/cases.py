@@ -20,7 +20,7 @@ words "say" an effect (`verdict`) when they contain one alternative of every `mu
 width and spaces ignored) and none of these:
 - a `must_not` phrase of the effect (e.g. the one-off detail of the task);
 - a one-off marker ("这次", "this time", …: a long-term memory has no "this time");
-- the meaning inverted: with polarity "+" (the default) every occurrence of the first group's
+- the meaning inverted: with polarity "+" (the default) an occurrence of the first group's
   words comes right after a negation ("does NOT want Vitest"); with "-" none does (the user's
   "no emoji" stored as "emoji");
 - the raw message: nearly all of the user's message copied verbatim.
@@ -66,7 +66,7 @@ _NEGATION = re.compile(
     r"(?:\b(?:not|never|no|no longer|doesn't|don't|does not|do not|dislikes?|hates?|avoids?|"
     r"refuses?|stop using|without)\b|不要|不想|不用|不喜欢|不希望|不再|不使用|别|拒绝|避免|禁止|"
     r"讨厌|不爱)", re.IGNORECASE)
-_CLAUSE_END = re.compile(r"[,.;:!?,。;!?\n]")
+_CLAUSE_END = re.compile(r"[,.;!?,。;!?\n]")
 NEGATION_WINDOW = 12  # code points before the words, within their clause
 # Stored words this close to the whole user message (folded), or this long and copied from it,
 # are the message itself, not a memory.
@@ -171,8 +171,8 @@ def verdict(content: str, effect: Effect, user_message: str) -> str | None:
     if any(folded(marker) in flat for marker in ONE_OFF):
         return ONE_OFF_DETAIL
     if effect.must and effect.polarity != "any":
-        negations = polarity_of(content, effect.must[0])
-        if negations and (effect.polarity == "-") not in negations:
+        negated = True in polarity_of(content, effect.must[0])
+        if negated != (effect.polarity == "-"):
             return INVERTED
     return None
 

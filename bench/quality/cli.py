@@ -72,8 +72,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="the sampling temperature sent with every call (default: none, "
                              "as a job calls the model)")
     parser.add_argument("--judge-model",
-                        help="also score with this judge model's yes/no verdicts (cached in "
-                             "the --record file; a replay re-uses them)")
+                        help="also score with this judge model's yes/no verdicts (kept in the "
+                             "--record file, or added to the --replay file; a replay re-uses "
+                             "them)")
     parser.add_argument("--judge-base-url", help="the judge's endpoint (…/v1)")
     parser.add_argument("--judge-api-key-env", default=DEFAULT_KEY_ENV,
                         help="the environment variable holding the judge's key")
@@ -140,6 +141,7 @@ def main(argv: list[str] | None = None) -> list[Scores]:
         cases = [c for c in cases if c.kind in args.kind]
     runs: list[tuple[str, Endpoint, dict[str, Answer] | None]]
     kept = Recording()
+    recorded = Recording()
     if args.replay is not None:
         recorded = recording.read(args.replay)
         kept.verdicts.update(recorded.verdicts)
@@ -178,6 +180,9 @@ def main(argv: list[str] | None = None) -> list[Scores]:
             kept.runs.append((name, endpoint.model, run.answers))
     if args.record is not None:
         recording.write(args.record, kept)
+    elif args.replay is not None and grade is not None and kept.verdicts != recorded.verdicts:
+        # The judge's new verdicts join the recording: the next replay is judged for free.
+        recording.write(args.replay, Recording(recorded.runs, kept.verdicts))
     meta = {"cases": len(cases), "replayed_from": str(args.replay) if args.replay else None,
             "temperature": args.temperature, "judge_model": args.judge_model}
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -175,9 +176,9 @@ def build_app(database: Path, timeout_s: float) -> Flask:
 Seeded = dict[int, tuple[str, str, str, str, datetime]]
 
 
-def seed(cases: Sequence[Case], endpoint: Endpoint) -> dict[str, Seeded]:
-    """Users, switches, sessions and memories of every case, and the model as the default
-    (D10). User and session ids are the case's position + 1. Call in an app context."""
+def seed(cases: Sequence[Case]) -> dict[str, Seeded]:
+    """Users, switches, sessions and memories of every case. User and session ids are the
+    case's position + 1. Call in an app context."""
     base = utcnow() - timedelta(days=30)
     rows: list[tuple[str, str, MemoryItem]] = []
     for user_id, case in enumerate(cases, 1):
@@ -198,10 +199,42 @@ def seed(cases: Sequence[Case], endpoint: Endpoint) -> dict[str, Seeded]:
     seeded: dict[str, Seeded] = {case.id: {} for case in cases}
     for case_id, ref, row in rows:
         seeded[case_id][row.id] = (ref, row.source, row.status, row.content, row.updated_at)
-    system.add_model("under-test", endpoint.model, base_url=endpoint.base_url,
-                     api_key_env=endpoint.api_key_env, default=True)
     db.session.remove()
     return seeded
+
+
+# A memory-backed directory when the machine has one: the runs commit once per case, and a
+# seeded set is ~10 000 rows (the realistic comparison sets).
+FAST_TMP = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+_templates: dict[tuple, tuple[Path, dict[str, Seeded]]] = {}
+_templates_dir: tempfile.TemporaryDirectory | None = None
+
+
+def template(cases: Sequence[Case]) -> tuple[Path, dict[str, Seeded]]:
+    """The migrated and seeded database of `cases`, built once per process and copied for each
+    run (seeding the comparison sets is most of a run's time); its seeded rows."""
+    global _templates_dir
+    key = tuple(cases)
+    if key not in _templates:
+        if _templates_dir is None:
+            _templates_dir = tempfile.TemporaryDirectory(prefix="quality-templates-",
+                                                         dir=FAST_TMP)
+        path = Path(_templates_dir.name) / f"template-{len(_templates)}.sqlite3"
+        app = build_app(path, 30.0)
+        try:
+            with app.app_context():
+                seeded = seed(cases)
+        finally:
+            _dispose(app)
+        _templates[key] = (path, seeded)
+    return _templates[key]
+
+
+def _dispose(app: Flask) -> None:
+    with app.app_context():
+        db.session.remove()
+        db.engine.dispose()
+    app.extensions["hot_engines"].dispose()
 
 
 def observe(user_id: int, seeded: Seeded) -> dict[str, tuple]:
@@ -333,11 +366,17 @@ def run_model(cases: Sequence[Case], endpoint: Endpoint, *, name: str | None = N
         os.environ.setdefault(REPLAY_KEY_ENV, "replay")
         endpoint = Endpoint(endpoint.model, "http://replay.invalid/v1", REPLAY_KEY_ENV)
     run = Run(name or endpoint.model)
-    with tempfile.TemporaryDirectory(prefix="quality-") as tmp:
-        app = build_app(Path(tmp) / "quality.sqlite3", timeout_s)
+    source, seeded = template(cases)
+    with tempfile.TemporaryDirectory(prefix="quality-", dir=FAST_TMP) as tmp:
+        database = Path(tmp) / "quality.sqlite3"
+        shutil.copyfile(source, database)
+        app = build_app(database, timeout_s)
         try:
             with app.app_context():
-                seeded = seed(cases, endpoint)
+                # The model under test as the default (D10).
+                system.add_model("under-test", endpoint.model, base_url=endpoint.base_url,
+                                 api_key_env=endpoint.api_key_env, default=True)
+                db.session.remove()
             db_lock = threading.Lock()
             complete = (llm.complete if endpoint.temperature is None
                         else complete_at(endpoint.temperature))
@@ -354,10 +393,7 @@ def run_model(cases: Sequence[Case], endpoint: Endpoint, *, name: str | None = N
                     if progress is not None:
                         progress(done, len(jobs))
         finally:
-            with app.app_context():
-                db.session.remove()
-                db.engine.dispose()
-            app.extensions["hot_engines"].dispose()
+            _dispose(app)
     return run
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.extraction import llm
+from app.memory.rules import ACTIVE_PER_USER_MAX
 from bench import run as bench_run
 from bench.quality import cases as labelled
 from bench.quality import cli, recording, runner
@@ -398,12 +399,30 @@ def test_stored_words_say_a_match_whatever_their_case_width_and_spaces():
 
 # ---- the labelled set -----------------------------------------------------------------------
 
-def test_labelled_set_holds_120_cases_in_both_languages_and_every_kind():
+def test_labelled_set_holds_250_cases_evenly_in_both_languages_and_every_kind():
     cases = labelled.load()
-    assert len(cases) >= 120
-    assert {c.lang for c in cases} == {"zh", "en"}
+    assert len(cases) >= 250
     assert {c.kind for c in cases} == set(labelled.KINDS)
-    assert min(sum(c.lang == lang for c in cases) for lang in ("zh", "en")) >= 50
+    zh, en = (sum(c.lang == lang for c in cases) for lang in ("zh", "en"))
+    assert zh + en == len(cases) and abs(zh - en) <= len(cases) // 10
+
+
+def test_a_quarter_of_the_cases_show_the_model_a_realistic_comparison_set():
+    """20–200 memories, as real users have; some close enough to the cap (200) that the
+    three items an answer may hold fill it."""
+    cases = labelled.load()
+    sizes = [sum(m.status == "ACTIVE" for m in c.memories) for c in cases]
+    assert sum(size >= 20 for size in sizes) >= len(cases) / 4
+    assert max(sizes) == ACTIVE_PER_USER_MAX - 3
+
+
+def test_background_rows_never_mention_what_the_case_is_about():
+    raw = case("b", "user", "我习惯用 Obsidian 记笔记,以后笔记相关的示例按它来" + LONG,
+               [{"action": "insert", "scope": "USER", "must": [["Obsidian"]]}], background=150)
+    rows = parse_case(raw).memories
+    assert len(rows) == 150 and all(m.background and m.source == "AUTO" for m in rows)
+    assert not any("Obsidian" in m.content or "笔记" in m.content for m in rows)
+    assert rows == parse_case(raw).memories  # the same rows every run
 
 
 def test_the_labelled_set_is_learnable_through_the_pipeline(tmp_path):
