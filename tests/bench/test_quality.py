@@ -16,7 +16,7 @@ from app.memory.rules import ACTIVE_PER_USER_MAX
 from bench import run as bench_run
 from bench.quality import cases as labelled
 from bench.quality import cli, recording, runner
-from bench.quality.cases import Case, CaseError, parse_case, says
+from bench.quality.cases import Case, CaseError, parse_case, says, verdict
 from bench.quality.runner import Answer, Endpoint
 from bench.quality.scoring import (
     ANSWERED,
@@ -25,6 +25,7 @@ from bench.quality.scoring import (
     Observation,
     Proposed,
     Stored,
+    paired_bootstrap,
     percentile,
     score_case,
     summarize,
@@ -480,3 +481,131 @@ def test_an_unset_key_variable_stops_the_run_before_any_case(monkeypatch, tmp_pa
 def test_progress_goes_to_stderr(capsys):
     runner.print_progress(25, 122)
     assert capsys.readouterr().err == "25/122\n"
+
+
+# ---- meaning-aware scoring ------------------------------------------------------------------
+
+VITEST = one(case("v", "project", "这个仓库测试统一用 Vitest,这次先补 date 工具的测试" + LONG,
+                  [{"action": "insert", "scope": "PROJECT", "must": [["Vitest"]],
+                    "must_not": ["date 工具"]}]))
+EMOJI = one(case("e", "user", "别在回答里给我加 emoji 了,我一直不喜欢" + LONG,
+                 [{"action": "insert", "scope": "USER", "must": [["emoji"]],
+                   "polarity": "-"}]))
+
+
+def test_stored_words_with_the_meaning_inverted_do_not_say_the_effect():
+    (vitest,), (emoji,) = VITEST.expect, EMOJI.expect
+    assert verdict("该仓库测试用 Vitest", vitest, VITEST.user) is None
+    assert verdict("User does NOT want Vitest", vitest, VITEST.user) == "inverted"
+    assert verdict("用户不希望:该仓库用 Vitest", vitest, VITEST.user) == "inverted"
+    assert verdict("不要在回答里使用 emoji", emoji, EMOJI.user) is None
+    assert verdict("用户喜欢 emoji", emoji, EMOJI.user) == "inverted"
+
+
+def test_a_negation_in_another_clause_leaves_the_meaning_alone():
+    (vitest,) = VITEST.expect
+    assert verdict("测试用 Vitest,不用 Jest", vitest, VITEST.user) is None
+    assert verdict("不用 Jest,测试用 Vitest", vitest, VITEST.user) is None
+
+
+def test_the_one_off_task_and_must_not_phrases_do_not_say_the_effect():
+    (vitest,) = VITEST.expect
+    assert verdict("这次测试用 Vitest", vitest, VITEST.user) == "one_off"
+    assert verdict("用 Vitest 补 date 工具的测试", vitest, VITEST.user) == "must_not"
+
+
+def test_the_raw_message_copied_is_not_a_memory():
+    (vitest,) = VITEST.expect
+    assert verdict(VITEST.user[:120], vitest, VITEST.user) == "raw_message"
+    copied = score_case(VITEST, Observation("v", ANSWERED, inserted=(
+        Stored("PROJECT", "mao", VITEST.user[:120]),)))
+    assert (copied.correct, copied.failures) == (False, {"raw_message": 1})
+
+
+def test_pairing_finds_the_most_effects_whatever_the_order_of_the_answer():
+    """The first row fits both effects, the second only the first: a greedy pairing in answer
+    order gives one; the maximum matching gives both."""
+    two = one(case("p", "multi_fact", "这个仓库用 pnpm 和 Vitest,测试都用 Vitest" + LONG,
+                   [{"action": "insert", "scope": "PROJECT", "must": [["pnpm", "Vitest"]]},
+                    {"action": "insert", "scope": "PROJECT", "must": [["Vitest"]]}]))
+    rows = (Stored("PROJECT", "mao", "用 pnpm 和 Vitest"), Stored("PROJECT", "mao", "用 pnpm"))
+    for order in (rows, rows[::-1]):
+        scored = score_case(two, Observation("p", ANSWERED, inserted=order))
+        assert (scored.recalled, scored.correct) == (2, True)
+
+
+def test_an_update_labelled_or_insert_is_as_well_said_by_a_new_row():
+    raw = case("u", "update", "我一直用 pnpm,而且版本固定在 9.x" + LONG,
+               [{"action": "update", "ref": "a", "must": [["pnpm"], ["9"]], "or_insert": True}],
+               memories=[auto("a", "用户习惯用 pnpm")])
+    new_row = score_case(one(raw), Observation("u", ANSWERED, inserted=(
+        Stored("USER", "", "pnpm 固定 9.x"),)))
+    assert (new_row.correct, new_row.duplicate) == (True, False)
+
+
+def test_a_touch_of_a_row_nobody_mentioned_is_a_stray_touch():
+    scored = score_case(TOUCH, Observation("t", ANSWERED, touched=("a", "b")))
+    assert (scored.correct, scored.stray_touches) == (False, 1)
+
+
+def test_a_forbidden_phrase_stored_is_never_right():
+    secret = one(case("s", "sensitive", "测试库密码是 Tx9kd82q,帮我连一下看看 orders 表" + LONG,
+                      forbidden=["Tx9kd82q"]))
+    stored = score_case(secret, Observation("s", ANSWERED, inserted=(
+        Stored("USER", "", "测试库密码 Tx9kd82q"),)))
+    assert (stored.correct, stored.forbidden, stored.junk) == (False, True, True)
+
+
+def test_the_paired_bootstrap_interval_holds_the_difference_and_is_the_same_every_run():
+    model = [1.0] * 60 + [0.0] * 40
+    baseline = [1.0] * 45 + [0.0] * 55
+    diff, low, high = paired_bootstrap(model, baseline)
+    assert diff == 0.15 and low < 0.15 < high and 0 < low
+    assert paired_bootstrap(model, baseline) == (diff, low, high)
+    assert paired_bootstrap(baseline, baseline) == (0.0, 0.0, 0.0)
+
+
+def test_a_repeat_needs_a_temperature_which_every_call_carries(tmp_path, scripted, capsys):
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--model", "m", "--repeat", "2"])
+    assert "--repeat needs --temperature" in capsys.readouterr().err
+    raw = [case("u1", "user", "以后报告都用中文写" + LONG,
+                [{"action": "insert", "scope": "USER", "must": [["中文"]]}])]
+    scripted.reply_items([{"type": "user", "content": "报告用中文"}])
+    scripted.reply("[]")
+    scores = cli.main(["--base-url", scripted.base_url, "--model", "small", "--repeat", "2",
+                       "--temperature", "0.7", "--api-key-env", KEY_ENV, "--cases",
+                       str(write_cases(tmp_path / "c.jsonl", raw)),
+                       "--json", str(tmp_path / "s.json")])
+    assert [(s.model, s.headline_accuracy) for s in scores] == [("small r1", 1.0),
+                                                                ("small r2", 0.0)]
+    assert [r.body["temperature"] for r in scripted.requests] == [0.7, 0.7]
+    assert ("small: headline over 2 runs: mean 50.0%, min 0.0%, max 100.0%, sd 70.7 pts"
+            in capsys.readouterr().out)
+
+
+def test_judge_verdicts_are_scored_beside_the_keywords_and_replayed_for_free(tmp_path,
+                                                                             scripted):
+    """The model's row says the fact in words the keywords miss ("Chinese"): the keywords say
+    wrong, the judge says right; a replay asks the judge nothing."""
+    raw = [case("u1", "user", "以后报告都用中文写" + LONG,
+                [{"action": "insert", "scope": "USER", "must": [["中文"]]}])]
+    cases_file = write_cases(tmp_path / "c.jsonl", raw)
+    answers = {"u1": Answer(text=json.dumps([{"type": "user", "content": "Reports in Chinese"}]))}
+    recording.write(tmp_path / "run.json", recording.Recording([("small", "small", answers)]))
+    # Judged: the regex baseline's row, the echo baseline's row, the model's row.
+    for verdict_text in ("no", "no", "Yes."):
+        scripted.reply(verdict_text)
+    args = ["--replay", str(tmp_path / "run.json"), "--cases", str(cases_file),
+            "--judge-model", "judge-1", "--judge-base-url", scripted.base_url,
+            "--judge-api-key-env", KEY_ENV, "--json", str(tmp_path / "s.json")]
+    cli.main(args)
+    first = json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))
+    (model,) = first["models"]
+    assert (model["headline_accuracy"], model["judged"]["headline_accuracy"]) == (0.0, 1.0)
+    assert len(scripted.requests) == 3 and scripted.requests[0].model == "judge-1"
+    assert len(recording.read(tmp_path / "run.json").verdicts) == 3
+    scripted.close()  # nothing answers any more
+    cli.main(args)
+    again = json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))
+    assert again["models"] == first["models"]
