@@ -11,7 +11,7 @@ case's project when it has a valid one, and are left out when it has none.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+import unicodedata
 
 # (scope, content, topic words): written by hand, in both languages.
 _HAND: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -151,37 +151,27 @@ def _families() -> list[tuple[str, str, tuple[str, ...]]]:
 POOL: tuple[tuple[str, str, tuple[str, ...]], ...] = (*_HAND, *_families())
 
 
-def _case_text(raw: dict[str, Any]) -> str:
-    from bench.quality.cases import folded
-
-    parts = [raw.get("user", ""), raw.get("assistant", "")]
-    parts += [m.get("content", "") for m in raw.get("memories") or []]
-    for effect in (raw.get("expect") or []) + (raw.get("optional") or []):
-        parts += [alt for group in effect.get("must") or [] for alt in group]
-        parts += effect.get("must_not") or []
-    for memory in raw.get("memories") or []:
-        parts += [alt for group in memory.get("match") or [] for alt in group]
-    return folded(" ".join(parts))
-
-
-def rows(raw: dict[str, Any], count: int) -> tuple:
-    """`count` background rows for the case `raw` (fewer when the pool runs out), refs `bg…`."""
-    from bench.quality.cases import BOT_PROJECT_KEYS, Memory, folded, valid_project_key
-
+def rows(case_id: str, text: str, project: str | None,
+         count: int) -> list[tuple[str, str, str]]:
+    """Up to `count` background rows (scope, project key, content) for the case `case_id`:
+    `text` is everything the case says, folded as `fold` folds; `project` its valid project key
+    or None. Fewer when the pool runs out."""
     if count <= 0:
-        return ()
-    text = _case_text(raw)
-    project = valid_project_key(raw.get("project"), BOT_PROJECT_KEYS)
-    order = sorted(POOL, key=lambda row: hashlib.sha256(
-        f"{raw.get('id')}\n{row[1]}".encode()).hexdigest())
-    chosen = []
+        return []
+    order = sorted(POOL, key=lambda row: hashlib.sha256(f"{case_id}\n{row[1]}".encode())
+                   .hexdigest())
+    chosen: list[tuple[str, str, str]] = []
     for scope, content, topics in order:
         if scope == "PROJECT" and project is None:
             continue
-        if any(folded(topic) in text for topic in topics):
+        if any(fold(topic) in text for topic in topics):
             continue
-        chosen.append(Memory(f"bg{len(chosen) + 1}", scope, project if scope == "PROJECT"
-                             else "", "AUTO", "ACTIVE", content, background=True))
+        chosen.append((scope, project if scope == "PROJECT" else "", content))
         if len(chosen) == count:
             break
-    return tuple(chosen)
+    return chosen
+
+
+def fold(text: str) -> str:
+    """Width (NFKC), case and every space ignored: how case text and topics are compared."""
+    return "".join(unicodedata.normalize("NFKC", text).casefold().split())

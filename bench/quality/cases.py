@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from app.memory.rules import EXTRACT_MIN_USER_MESSAGE, length, normalize, valid_project_key
+from bench.quality import background
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
 # The labelled set is written for the default bot keys (SPEC §2); the runner uses these.
@@ -80,7 +81,7 @@ class CaseError(ValueError):
 
 def folded(text: str) -> str:
     """What `says` compares: width (NFKC), case and every space ignored."""
-    return "".join(unicodedata.normalize("NFKC", text).casefold().split())
+    return background.fold(text)
 
 
 def says(content: str, match: Match) -> bool:
@@ -294,19 +295,36 @@ def _check(case: Case) -> None:
             raise CaseError(f"{where}: another project's row is never shown to the model")
 
 
+def _case_text(raw: dict[str, Any]) -> str:
+    """Everything a case says, folded: no background row may share a topic with it."""
+    parts = [raw.get("user", ""), raw.get("assistant", "")]
+    for memory in raw.get("memories") or []:
+        parts += [memory.get("content", "")] + [alt for group in memory.get("match") or []
+                                                for alt in group]
+    for effect in (raw.get("expect") or []) + (raw.get("optional") or []):
+        parts += [alt for group in effect.get("must") or [] for alt in group]
+        parts += effect.get("must_not") or []
+    return folded(" ".join(str(p) for p in parts))
+
+
+def _background(raw: dict[str, Any], count: Any, where: str) -> tuple[Memory, ...]:
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise CaseError(f"{where}: background is a number of rows")
+    project = valid_project_key(raw.get("project"), BOT_PROJECT_KEYS)
+    return tuple(Memory(f"bg{i}", scope, key, "AUTO", "ACTIVE", content, background=True)
+                 for i, (scope, key, content) in enumerate(
+                     background.rows(str(raw.get("id")), _case_text(raw), project, count), 1))
+
+
 def parse_case(raw: dict[str, Any]) -> Case:
     """One case from its JSON object, checked (CaseError when it cannot be scored)."""
-    from bench.quality import background  # the pool reads `folded` from here
-
     where = str(raw.get("id"))
     try:
         project_key = raw.get("project")
         own = tuple(_memory(m, project_key, f"{where} memory {i}")
                     for i, m in enumerate(raw.get("memories") or []))
         count = raw.get("background", 0)
-        if not isinstance(count, int) or isinstance(count, bool):
-            raise CaseError(f"{where}: background is a number of rows")
-        memories = background.rows(raw, count) + own
+        memories = _background(raw, count, where) + own
         refs = {m.ref: m for m in memories}
         if len(refs) != len(memories):
             raise CaseError(f"{where}: refs must be unique")

@@ -7,7 +7,8 @@ cached verdicts), so equal answers give equal scores. The figures (docs/quality.
   never is, so it is no score): the answer was usable and changed exactly what was expected —
   every `expect` effect said (`cases.verdict`), nothing outside `expect` + `optional`, no
   forbidden or dismissed words. An invalid answer or a failed call is a wrong decision;
-- rates of the answers themselves (junk, duplicates, stored precision) over usable answers only;
+- rates of the answers themselves (junk, duplicates — a new row restating one that should have
+  been touched or rewritten —, stored precision) over usable answers only;
   invalid answers, failed calls, items the parser dropped (over 120 characters, …), references
   the service refused and stray touches are counted apart;
 - written rows are paired with expected effects by a maximum matching (expected effects first,
@@ -107,7 +108,8 @@ class CaseScore:
     expected_stored: int  # required inserts and updates
     recalled: int  # of which were written
     junk: bool | None  # None: the case expects something, or the answer was not usable
-    duplicate: bool | None  # None: no touch/update expected, or the answer was not usable
+    duplicate: bool | None  # a new row restating the row to touch/update (None: none expected,
+    # or the answer was not usable)
     update_right: bool | None  # None: no touch/update expected
     stray_touches: int
     dropped_items: int
@@ -193,6 +195,28 @@ def _why_not(case: Case, row: Row) -> str:
     return min(reasons, key=FAILURE_REASONS.index) if reasons else MISSING
 
 
+DUPLICATE_SHARE = 0.4  # of the known row's character pairs a new row repeats
+
+
+def _pairs(text: str) -> set[str]:
+    flat = folded(text)
+    return {flat[i:i + 2] for i in range(len(flat) - 1)}
+
+
+def _restates(case: Case, words: str) -> bool:
+    """True when new words say what a row the case expects touched or rewritten already says:
+    they repeat DUPLICATE_SHARE of its character pairs, or the rewrite's `must` words."""
+    for effect in case.expect:
+        if effect.action not in ("touch", "update"):
+            continue
+        if effect.must and says(words, effect.must):
+            return True
+        known = _pairs(case.refs[effect.ref].content)
+        if known and len(known & _pairs(words)) >= DUPLICATE_SHARE * len(known):
+            return True
+    return False
+
+
 def _manual_violation(case: Case, seen: Observation) -> bool:
     """A MANUAL row changed, unless only its time moved because the answer repeated its exact
     words (seed §5.6: an exact-hash hit refreshes `updated_at`, and D13 hides the row from the
@@ -257,8 +281,8 @@ def score_case(case: Case, seen: Observation, judge: Judge | None = None) -> Cas
         stored_right=len(rows) - len(unpaired), expected_stored=len(required),
         recalled=len(paired),
         junk=bool(rows) if no_effects and usable and case.headline else None,
-        duplicate=any(kind == "insert" for kind, _, _ in unpaired)
-        if expects_match and usable else None,
+        duplicate=any(kind == "insert" and _restates(case, words)
+                      for kind, _, words in unpaired) if expects_match and usable else None,
         update_right=update_right, stray_touches=len(stray), dropped_items=seen.dropped_items,
         refused=seen.refused, false_memories=len(unpaired), failures=failures,
         dismissed_relearnt=relearnt, forbidden=forbidden,

@@ -373,7 +373,8 @@ def test_writing_what_a_dismissed_row_says_is_a_relearnt_dismissed_wording():
 
 def test_summary_rates_over_their_own_denominators():
     observations = [Observation("t", ANSWERED, called=True, inserted=(
-        Stored("USER", "", "pnpm"),), prompt_tokens=300, completion_tokens=10, latency_s=2.0),
+        Stored("USER", "", "习惯用 pnpm"),), prompt_tokens=300, completion_tokens=10,
+        latency_s=2.0),
                     Observation("n", ANSWERED, called=True, prompt_tokens=100,
                                 completion_tokens=4, latency_s=1.0)]
     scores = summarize("m", [TOUCH, NOTHING], observations)
@@ -609,3 +610,14 @@ def test_judge_verdicts_are_scored_beside_the_keywords_and_replayed_for_free(tmp
     cli.main(args)
     again = json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))
     assert again["models"] == first["models"]
+
+
+def test_only_a_new_row_restating_the_known_one_is_a_duplicate():
+    """An insert beside the expected touch that says something else is a false memory, not a
+    duplicate."""
+    restated = score_case(TOUCH, Observation("t", ANSWERED, touched=("a",), inserted=(
+        Stored("USER", "", "习惯使用 pnpm 管理依赖"),)))
+    unrelated = score_case(TOUCH, Observation("t", ANSWERED, touched=("a",), inserted=(
+        Stored("USER", "", "周末喜欢爬山"),)))
+    assert (restated.duplicate, restated.false_memories) == (True, 1)
+    assert (unrelated.duplicate, unrelated.false_memories) == (False, 1)
