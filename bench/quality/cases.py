@@ -66,7 +66,7 @@ ONE_OFF = ("这次", "本次", "这一次", "今天", "刚才", "this time", "to
 _NEGATION = re.compile(
     r"(?:\b(?:not|never|no|no longer|doesn't|don't|does not|do not|dislikes?|hates?|avoids?|"
     r"refuses?|stop using|without)\b|不要|不想|不用|不喜欢|不希望|不再|不使用|别|拒绝|避免|禁止|"
-    r"讨厌|不爱)", re.IGNORECASE)
+    r"讨厌|不爱|不吃|不喝|不加|不碰|不含|从不|绝不)", re.IGNORECASE)
 _CLAUSE_END = re.compile(r"[,.;!?,。;!?\n]")
 NEGATION_WINDOW = 12  # code points before the words, within their clause
 # Stored words this close to the whole user message (folded), or this long and copied from it,

@@ -24,6 +24,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("invalid outputs (answer abandoned)", "invalid_outputs", "count"),
     ("failed calls (timeout/error, after retries)", "failed_calls", "count"),
     ("items dropped by the parser (>120 chars, …)", "dropped_items", "count"),
+    ("  right only because the parser dropped them", "right_by_dropping", "count"),
     ("items refused by the service (unshown id, …)", "refused_items", "count"),
     ("stray touches (a row nobody mentioned)", "stray_touches", "count"),
     ("junk rate (stored where nothing should be)", "junk_rate", "rate"),

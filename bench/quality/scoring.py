@@ -337,6 +337,7 @@ class Scores:
     invalid_outputs: int
     failed_calls: int  # timeouts and endpoint errors, after the retries
     dropped_items: int
+    right_by_dropping: int  # right cases whose answer had items the parser dropped
     refused_items: int
     stray_touches: int
     stored_precision: float | None
@@ -406,6 +407,7 @@ def summarize(model: str, cases: Sequence[Case], observations: Sequence[Observat
         invalid_outputs=sum(o.status == INVALID for o in called),
         failed_calls=sum(o.status in (TIMEOUT, ERROR) for o in called),
         dropped_items=sum(s.dropped_items for s in scores),
+        right_by_dropping=sum(s.correct and s.dropped_items > 0 for s in scores),
         refused_items=sum(s.refused for s in scores),
         stray_touches=sum(s.stray_touches for s in scores),
         stored_precision=precision, stored_recall=recall, extraction_f1=f1,

@@ -118,6 +118,8 @@ def test_over_long_junk_shows_as_items_the_parser_dropped(scored):
     models, _, calls = scored
     scores = models["over-long"]
     assert (scores["dropped_items"], scores["usable"]) == (calls, calls)
+    # Right where nothing was to be learnt — only because the parser threw the junk away.
+    assert scores["right_by_dropping"] == round(scores["headline_accuracy"] * calls)
     assert scores["stored_recall"] == 0.0 and scores["junk_rate"] == 0.0
 
 
