@@ -28,7 +28,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("items refused by the service (unshown id, …)", "refused_items", "count"),
     ("stray touches (a row nobody mentioned)", "stray_touches", "count"),
     ("junk rate (stored where nothing should be)", "junk_rate", "rate"),
-    ("duplicate rate (new row where touch/update)", "duplicate_rate", "rate"),
+    ("duplicate rate (new row restating a known one)", "duplicate_rate", "rate"),
     ("rows that copy the raw message", f"failures.{RAW_MESSAGE}", "count"),
     ("rows with the meaning inverted", f"failures.{INVERTED}", "count"),
     ("rows keeping a one-off detail", f"failures.{ONE_OFF_DETAIL}", "count"),
