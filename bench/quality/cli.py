@@ -25,7 +25,7 @@ from bench.quality import cases as labelled
 from bench.quality.recording import Recording
 from bench.quality.report import Column
 from bench.quality.runner import Answer, Endpoint
-from bench.quality.scoring import Scores, summarize
+from bench.quality.scoring import Observation, Scores, summarize
 
 DEFAULT_JSON = ROOT / "bench" / "results" / "quality-scores.json"
 
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> list[Scores]:
     grade = None if args.judge_model is None else judge.make(
         args.judge_model, kept.verdicts, base_url=args.judge_base_url,
         api_key_env=args.judge_api_key_env, timeout_s=args.timeout)
-    columns: list[Column] = []
+    observed: list[tuple[str, bool, list[Observation]]] = []
     for name, endpoint, answers in [*_baselines(cases), *runs]:
         is_baseline = name in baselines.BASELINES
         if not is_baseline:
@@ -173,16 +173,22 @@ def main(argv: list[str] | None = None) -> list[Scores]:
         if run.stale and not is_baseline:
             print(f"note: {name}: {run.stale} recorded answers were given for a prompt that "
                   "has changed since", file=sys.stderr)
-        columns.append(Column(summarize(name, cases, run.observations), is_baseline,
-                              None if grade is None else summarize(name, cases,
-                                                                   run.observations, grade)))
+        observed.append((name, is_baseline, run.observations))
         if not is_baseline:
             kept.runs.append((name, endpoint.model, run.answers))
     if args.record is not None:
-        recording.write(args.record, kept)
-    elif args.replay is not None and grade is not None and kept.verdicts != recorded.verdicts:
-        # The judge's new verdicts join the recording: the next replay is judged for free.
-        recording.write(args.replay, Recording(recorded.runs, kept.verdicts))
+        recording.write(args.record, kept)  # before the judge: a failing judge loses no answer
+    try:
+        columns = [Column(summarize(name, cases, seen), is_baseline,
+                          None if grade is None else summarize(name, cases, seen, grade))
+                   for name, is_baseline, seen in observed]
+    finally:
+        # The judge's verdicts, even those of a run it could not finish, join the recording:
+        # the next replay is judged for free.
+        if args.record is not None and kept.verdicts:
+            recording.write(args.record, kept)
+        elif args.replay is not None and kept.verdicts != recorded.verdicts:
+            recording.write(args.replay, Recording(recorded.runs, kept.verdicts))
     meta = {"cases": len(cases), "replayed_from": str(args.replay) if args.replay else None,
             "temperature": args.temperature, "judge_model": args.judge_model}
     args.json.parent.mkdir(parents=True, exist_ok=True)

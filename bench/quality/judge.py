@@ -23,10 +23,6 @@ SYSTEM = (
     "of the message, nothing the user did not say.")
 
 
-class JudgeUnavailable(RuntimeError):
-    """A verdict the cache does not hold, and no judge model to ask."""
-
-
 def question(case: Case, effect: Effect, words: str) -> list[dict[str, str]]:
     user = (f"User message:\n{case.user}\n\nAssistant's answer:\n{case.assistant}\n\n"
             f"Expected memory (keywords, any language): {effect.describe()}\n"
@@ -48,18 +44,15 @@ def parse(text: str) -> bool:
 
 def make(judge_model: str, verdicts: MutableMapping[str, bool], *,
          base_url: str | None = None, api_key_env: str = llm.DEFAULT_KEY_ENV,
-         timeout_s: float = 30.0,
-         call: bool = True) -> Callable[[Case, Effect, str], bool]:
-    """A `scoring.Judge` reading `verdicts` first and asking the judge model (when `call`)
-    for the rest, kept in `verdicts`."""
+         timeout_s: float = 30.0) -> Callable[[Case, Effect, str], bool]:
+    """A `scoring.Judge` reading `verdicts` first and asking the judge model for the rest,
+    kept in `verdicts`."""
     model = llm.ChatModel(0, "judge", judge_model, base_url, api_key_env)
 
     def judge(case: Case, effect: Effect, words: str) -> bool:
         messages = question(case, effect, words)
         digest = key(judge_model, messages)
         if digest not in verdicts:
-            if not call:
-                raise JudgeUnavailable(f"no cached verdict for case {case.id}")
             verdicts[digest] = parse(llm.complete(model, messages, timeout_s).text)
         return verdicts[digest]
     return judge
