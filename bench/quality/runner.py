@@ -23,6 +23,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -56,6 +57,7 @@ from bench.quality.scoring import (
     SKIPPED,
     TIMEOUT,
     Observation,
+    Proposed,
     Stored,
 )
 
@@ -72,6 +74,7 @@ class Endpoint:
     model: str
     base_url: str | None = None
     api_key_env: str = llm.DEFAULT_KEY_ENV
+    temperature: float | None = None  # None: the provider's default, as a job calls it
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,43 @@ class Answer:
         total = (None if self.prompt_tokens is None or self.completion_tokens is None
                  else self.prompt_tokens + self.completion_tokens)
         return llm.Completion(self.text or "", self.prompt_tokens, self.completion_tokens, total)
+
+
+def complete_at(temperature: float) -> pipeline.Complete:
+    """`llm.complete` with a sampling temperature (`--temperature`, for `--repeat`): the job
+    sends none, so this is the one call the bench makes itself — the same client settings and
+    the same mapping of failures to `llm` errors."""
+    def complete(model: llm.ChatModel, messages: Sequence[dict[str, str]],
+                 timeout_s: float) -> llm.Completion:
+        openai = llm.sdk()
+        api_key = os.environ.get(llm.api_key_env(model))
+        if not api_key:
+            raise llm.LlmNotConfigured(f"{llm.api_key_env(model)} is not set")
+        client = openai.OpenAI(base_url=model.base_url or os.environ.get(
+            llm.DEFAULT_BASE_URL_ENV) or None, api_key=api_key, timeout=timeout_s,
+            max_retries=0, http_client=openai.DefaultHttpxClient(verify=llm.tls_context()))
+        try:
+            response = client.chat.completions.create(model=model.model,
+                                                      messages=list(messages),
+                                                      temperature=temperature)
+        except openai.APITimeoutError as exc:
+            raise llm.LlmTimeout(str(exc)) from exc
+        except (openai.APIConnectionError, openai.RateLimitError,
+                openai.InternalServerError) as exc:
+            raise llm.LlmTransientError(type(exc).__name__) from exc
+        except openai.APIStatusError as exc:
+            raise llm.LlmRejected(f"HTTP {exc.status_code}") from exc
+        finally:
+            client.close()
+        choices = response.choices or []
+        text = choices[0].message.content if choices and choices[0].message else None
+        if not isinstance(text, str):
+            raise llm.LlmInvalidResponse("the completion carries no text")
+        usage = response.usage
+        return llm.Completion(text, getattr(usage, "prompt_tokens", None),
+                              getattr(usage, "completion_tokens", None),
+                              getattr(usage, "total_tokens", None))
+    return complete
 
 
 class NotRecorded(llm.LlmError):
@@ -136,9 +176,9 @@ def build_app(database: Path, timeout_s: float) -> Flask:
 Seeded = dict[int, tuple[str, str, str, str, datetime]]
 
 
-def seed(cases: Sequence[Case], endpoint: Endpoint) -> dict[str, Seeded]:
-    """Users, switches, sessions and memories of every case, and the model as the default
-    (D10). User and session ids are the case's position + 1. Call in an app context."""
+def seed(cases: Sequence[Case]) -> dict[str, Seeded]:
+    """Users, switches, sessions and memories of every case. User and session ids are the
+    case's position + 1. Call in an app context."""
     base = utcnow() - timedelta(days=30)
     rows: list[tuple[str, str, MemoryItem]] = []
     for user_id, case in enumerate(cases, 1):
@@ -159,10 +199,42 @@ def seed(cases: Sequence[Case], endpoint: Endpoint) -> dict[str, Seeded]:
     seeded: dict[str, Seeded] = {case.id: {} for case in cases}
     for case_id, ref, row in rows:
         seeded[case_id][row.id] = (ref, row.source, row.status, row.content, row.updated_at)
-    system.add_model("under-test", endpoint.model, base_url=endpoint.base_url,
-                     api_key_env=endpoint.api_key_env, default=True)
     db.session.remove()
     return seeded
+
+
+# A memory-backed directory when the machine has one: the runs commit once per case, and a
+# seeded set is ~10 000 rows (the realistic comparison sets).
+FAST_TMP = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+_templates: dict[tuple, tuple[Path, dict[str, Seeded]]] = {}
+_templates_dir: tempfile.TemporaryDirectory | None = None
+
+
+def template(cases: Sequence[Case]) -> tuple[Path, dict[str, Seeded]]:
+    """The migrated and seeded database of `cases`, built once per process and copied for each
+    run (seeding the comparison sets is most of a run's time); its seeded rows."""
+    global _templates_dir
+    key = tuple(cases)
+    if key not in _templates:
+        if _templates_dir is None:
+            _templates_dir = tempfile.TemporaryDirectory(prefix="quality-templates-",
+                                                         dir=FAST_TMP)
+        path = Path(_templates_dir.name) / f"template-{len(_templates)}.sqlite3"
+        app = build_app(path, 30.0)
+        try:
+            with app.app_context():
+                seeded = seed(cases)
+        finally:
+            _dispose(app)
+        _templates[key] = (path, seeded)
+    return _templates[key]
+
+
+def _dispose(app: Flask) -> None:
+    with app.app_context():
+        db.session.remove()
+        db.engine.dispose()
+    app.extensions["hot_engines"].dispose()
 
 
 def observe(user_id: int, seeded: Seeded) -> dict[str, tuple]:
@@ -192,9 +264,10 @@ class _Case:
 
     def __init__(self, app: Flask, case: Case, user_id: int, seeded: Seeded,
                  db_lock: threading.Lock, recorded: dict[str, Answer] | None,
-                 retries: int, retry_delay_s: float) -> None:
+                 retries: int, retry_delay_s: float,
+                 complete: pipeline.Complete = llm.complete) -> None:
         self.app, self.case, self.user_id, self.seeded = app, case, user_id, seeded
-        self.db_lock, self.recorded = db_lock, recorded
+        self.db_lock, self.recorded, self.complete = db_lock, recorded, complete
         self.retries, self.retry_delay_s = retries, retry_delay_s
         self.answer: Answer | None = None
         self.stale = False
@@ -218,7 +291,7 @@ class _Case:
             return answer.completion()
         started = time.perf_counter()
         try:
-            completion = llm.complete(model, messages, timeout_s)
+            completion = self.complete(model, messages, timeout_s)
         except llm.LlmError as exc:
             self.answer = Answer(error=type(exc).__name__,
                                  latency_s=time.perf_counter() - started, prompt_sha256=sha)
@@ -251,7 +324,8 @@ class _Case:
         with self.db_lock, self.app.app_context():
             inputs = pipeline.read_inputs(self.job, self.outcome)
             db.session.remove()
-        parsed, status, reason = None, SKIPPED, self.outcome.reason
+        parsed: parser.Parsed | None = None
+        status, reason = SKIPPED, self.outcome.reason
         if inputs is None and reason in CONFIGURATION_REASONS:
             status = ERROR
         if inputs is not None:
@@ -266,10 +340,18 @@ class _Case:
                 self.outcome.stage(uow)
                 uow.commit()
             changes = observe(self.user_id, self.seeded)
+            active = db.session.scalar(sa.select(sa.func.count()).select_from(MemoryItem).where(
+                MemoryItem.user_id == self.user_id, MemoryItem.status == "ACTIVE"))
             db.session.remove()
         answer = self.answer or Answer()
+        proposed = () if parsed is None else tuple(
+            Proposed(str(c.action), str(c.type), c.content, c.existing_id)
+            for c in parsed.candidates)
+        dropped = 0 if parsed is None else parsed.dropped
         return Observation(case_id=self.case.id, status=status, reason=reason,
-                           called=inputs is not None, prompt_tokens=answer.prompt_tokens,
+                           called=inputs is not None, proposed=proposed, dropped_items=dropped,
+                           refused=self.outcome.dropped - dropped, active_after=active,
+                           prompt_tokens=answer.prompt_tokens,
                            completion_tokens=answer.completion_tokens,
                            latency_s=answer.latency_s, **changes)
 
@@ -284,14 +366,22 @@ def run_model(cases: Sequence[Case], endpoint: Endpoint, *, name: str | None = N
         os.environ.setdefault(REPLAY_KEY_ENV, "replay")
         endpoint = Endpoint(endpoint.model, "http://replay.invalid/v1", REPLAY_KEY_ENV)
     run = Run(name or endpoint.model)
-    with tempfile.TemporaryDirectory(prefix="quality-") as tmp:
-        app = build_app(Path(tmp) / "quality.sqlite3", timeout_s)
+    source, seeded = template(cases)
+    with tempfile.TemporaryDirectory(prefix="quality-", dir=FAST_TMP) as tmp:
+        database = Path(tmp) / "quality.sqlite3"
+        shutil.copyfile(source, database)
+        app = build_app(database, timeout_s)
         try:
             with app.app_context():
-                seeded = seed(cases, endpoint)
+                # The model under test as the default (D10).
+                system.add_model("under-test", endpoint.model, base_url=endpoint.base_url,
+                                 api_key_env=endpoint.api_key_env, default=True)
+                db.session.remove()
             db_lock = threading.Lock()
+            complete = (llm.complete if endpoint.temperature is None
+                        else complete_at(endpoint.temperature))
             jobs = [_Case(app, case, user_id, seeded[case.id], db_lock, recorded, retries,
-                          retry_delay_s) for user_id, case in enumerate(cases, 1)]
+                          retry_delay_s, complete) for user_id, case in enumerate(cases, 1)]
             done = 0
             with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
                 for job, observation in zip(jobs, pool.map(_Case.run, jobs), strict=True):
@@ -303,10 +393,7 @@ def run_model(cases: Sequence[Case], endpoint: Endpoint, *, name: str | None = N
                     if progress is not None:
                         progress(done, len(jobs))
         finally:
-            with app.app_context():
-                db.session.remove()
-                db.engine.dispose()
-            app.extensions["hot_engines"].dispose()
+            _dispose(app)
     return run
 
 
