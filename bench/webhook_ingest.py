@@ -20,6 +20,7 @@ from rq import Queue
 from app.platform.webhook import signature
 from bench import loadgen
 from bench.common import (
+    BENCH_NAMESPACE,
     BENCH_REDIS_URL,
     FLOOR_QUEUE,
     WEBHOOK_SECRET,
@@ -38,7 +39,8 @@ WARM_EVENTS = 2_000
 PATH = "/api/v1/webhooks/task-completed"
 FLOOR_PATH = "/floor/webhook"
 THREADS = int(__import__("os").environ.get("BENCH_THREADS", "1"))
-QUEUE = "memory"
+# The service's queue under the bench's namespace (SPEC §11).
+QUEUE = f"memory:{BENCH_NAMESPACE}"
 
 
 def prepare() -> None:

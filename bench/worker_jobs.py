@@ -244,7 +244,7 @@ def run(tables: list[Table]) -> None:
     with llm_stub() as base_url:
         os.environ[STUB_KEY_ENV] = "bench"
         os.environ.update({k: v for k, v in app_env().items()
-                           if k in ("DATABASE_URL", "REDIS_URL")})
+                           if k in ("DATABASE_URL", "REDIS_URL", "MEMORY_REDIS_NAMESPACE")})
         import jobs
         from app import create_app
 
