@@ -402,9 +402,11 @@ INSERT_ITEM = sa.insert(MemoryItem).values(
                                               "source", "status", "dedup_hash",
                                               "origin_session_id", "created_at", "updated_at")},
      "version": 1})
+# The owner's bind parameter is not named `user_id`: executed with its values (SQLite's path
+# of `batch`), an UPDATE takes a value named like one of its table's columns for its SET clause.
 DEMOTE = (sa.update(MemoryItem)
           .where(MemoryItem.id == sa.bindparam("item_id"),
-                 MemoryItem.user_id == sa.bindparam("user_id"),
+                 MemoryItem.user_id == sa.bindparam("owner_id"),
                  MemoryItem.status == Status.ACTIVE.value)
           .values(status=Status.DISMISSED.value, version=MemoryItem.version + 1,
                   updated_at=sa.bindparam("now")))
@@ -434,7 +436,7 @@ def insert_and_demote(user_id: int, group: Group, content: str, digest: str, *,
     ACTIVE. IntegrityError (nothing demoted) when the user has these words already."""
     inserted, demoted = batch_in_session(
         _new_row(user_id, group, content, digest, Source.AUTO, session_id, now, now),
-        (DEMOTE, {"item_id": stale_id, "user_id": user_id, "now": now}))
+        (DEMOTE, {"item_id": stale_id, "owner_id": user_id, "now": now}))
     return inserted[0][1], demoted[0][0] == 1
 
 

@@ -12,7 +12,7 @@ from app.extraction.models import JobOutcome, WebhookEvent
 from app.extraction.queue import InProcessJobQueue
 from app.memory.models import MemoryItem
 from app.sessions.models import PlatformSession
-from tests.completions import event, post_webhook
+from tests.completions import USER_ID, event, post_webhook
 from tests.conftest import WEBHOOK_SECRET, assert_ok
 
 
@@ -77,3 +77,25 @@ def test_a_user_first_seen_in_an_embedded_webhook_is_created(embedded):
     data = assert_ok(post_webhook(app.test_client(), body, secret=WEBHOOK_SECRET), 202)
     assert data["reason"] == "auto_capture_disabled"
     assert _count(app, User, id=31337) == 1 and _count(app, PlatformSession, user_id=31337) == 1
+
+
+def test_an_insert_into_a_full_pool_demotes_on_the_embedded_setup_too(embedded):
+    """D14 on SQLite: the insert and the demotion of the group's stalest machine-made row are one
+    batch there too (its statements named a bind parameter like a column of the table, which
+    SQLite's execution path refused)."""
+    from app.memory import rules
+
+    app, llm = embedded
+    with app.app_context():
+        for n in range(rules.ACTIVE_PER_USER_MAX):
+            db.session.add(MemoryItem(
+                user_id=USER_ID, scope="USER", project_key="", content=f"旧的事实 {n}",
+                source="AUTO", status="ACTIVE",
+                dedup_hash=rules.dedup_hash("USER", "", f"旧的事实 {n}")))
+        db.session.commit()
+        db.session.remove()
+    llm.reply_items([{"type": "user", "content": "输出报告用中文"}])
+    assert_ok(post_webhook(app.test_client(), event(), secret=WEBHOOK_SECRET), 202)
+    assert app.extensions["memory_queue"].wait_idle(15)
+    assert _count(app, JobOutcome, status="succeeded", inserted=1, demoted=1) == 1
+    assert _count(app, MemoryItem, status="ACTIVE") == rules.ACTIVE_PER_USER_MAX
