@@ -55,8 +55,3 @@ def init_app(app: Flask) -> None:
 
 def installation() -> Installation:
     return current_app.extensions[EXTENSION]
-
-
-def namespace() -> str:
-    """The prefix of every Redis key and queue of this installation."""
-    return installation().namespace
