@@ -11,9 +11,11 @@ from playwright.sync_api import Page, expect
 
 from app.auth.models import LoginSession
 from app.extensions import db
-from tests.browser.checks import check_targets_and_contrast
+from tests.browser.axe import axe_violations
+from tests.browser.checks import LOW_CONTRAST, check_targets_and_contrast
 from tests.browser.conftest import ON_BOTH_SCREENS
 from tests.browser.screens import keep
+from tests.browser.test_dark_theme import BACKGROUND_LUMINANCE
 from tests.conftest import PASSWORD
 from tests.page_support import PageSession, Store
 
@@ -80,6 +82,17 @@ def test_an_edit_saved_over_the_other_tabs_edit_shows_both_and_keep_mine_saves_m
     expect(tab_b.locator("#toast")).to_contain_text("已保存")
     stored = store.get(item)
     assert (stored["content"], stored["version"]) == (MINE, 3)
+
+
+@ON_BOTH_SCREENS
+def test_the_conflict_view_follows_the_dark_theme_with_the_same_contrast(
+        page: Page, alice_id: int, store: Store, device: str):
+    tab_b, item = edits_cross(page, alice_id, store)
+    tab_b.emulate_media(color_scheme="dark")
+    assert tab_b.evaluate(BACKGROUND_LUMINANCE) < 0.05
+    assert tab_b.evaluate(LOW_CONTRAST) == []
+    assert axe_violations(tab_b) == []
+    keep_row(tab_b, item, "dark-conflict-edit", device)
 
 
 def test_take_theirs_shows_the_stored_words_and_saves_nothing(page: Page, alice_id: int,
