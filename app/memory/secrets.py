@@ -31,6 +31,7 @@ from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
 from detect_secrets.plugins.jwt import JwtTokenDetector
 from detect_secrets.plugins.keyword import (
     CONFIG_DENYLIST_REGEX_TO_GROUP,
+    FOLLOWED_BY_ARROW_FUNCTION_SIGN_QUOTES_REQUIRED_REGEX,
     QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP,
     KeywordDetector,
 )
@@ -130,9 +131,13 @@ _TOKEN_PLUGINS: tuple[tuple[BasePlugin, Kind], ...] = (
 )
 _PRIVATE_KEYS = PrivateKeyDetector()
 _URL_PASSWORDS = BasicAuthDetector()
-# `api_key = "…"`, `password: …` and their kin, in code and config spellings alike.
+# `api_key = "…"`, `password: …` and their kin: the config spellings (quotes optional, so they
+# also find what the code spellings' quotes-required `:` and `=` forms find) plus `=> "…"`.
+# Each form is a case-insensitive scan of the whole text, the detector's dearest part.
 _KEYWORDS = KeywordDetector()
-_KEYWORD_FORMS = {**QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP, **CONFIG_DENYLIST_REGEX_TO_GROUP}
+_ARROW = FOLLOWED_BY_ARROW_FUNCTION_SIGN_QUOTES_REQUIRED_REGEX
+_KEYWORD_FORMS = {**CONFIG_DENYLIST_REGEX_TO_GROUP,
+                  _ARROW: QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP[_ARROW]}
 
 # ---- what it lacks (patterns after gitleaks' rules where one exists) ----------------------
 
