@@ -124,11 +124,12 @@ def batch(connection: sa.Connection, *statements: Statement) -> list[list[tuple]
     try:
         cursor = dbapi_connection.cursor()
         try:
+            found_statements = [(compiled(statement, dialect), params)
+                                for statement, params in statements]
             sql = ";\n".join(cursor.mogrify(found.sql, found.values(params))
-                              for found, params in ((compiled(statement, dialect), params)
-                                                    for statement, params in statements))
+                              for found, params in found_statements)
             # A span when tracing is on: SQLAlchemy's instrumentation does not see this path.
-            with tracing.sql_batch(connection, statements):
+            with tracing.sql_batch(connection, [found.sql for found, _ in found_statements]):
                 cursor.execute(sql)
             results = [_fetched(cursor)]
             for _ in range(len(statements) - 1):

@@ -65,10 +65,12 @@ def test_one_signed_completion_is_one_trace_from_the_webhook_to_the_model_call(
     (webhook,) = _named(spans, WEBHOOK_SPAN)
     trace = [span for span in spans if span.trace_id == webhook.trace_id]
     assert {span.service for span in trace} == {"memory-service"}
-    (job,) = _named(trace, "process memory")
-    assert job.parent_id == webhook.span_id
-    assert job.attributes["memory.job.kind"] == "extraction"
-    (model,) = [span for span in trace if span.attributes.get("gen_ai.operation.name") == "chat"]
+    # One attempt, or more on a busy machine (a retry is another attempt in the same trace).
+    attempts = _named(trace, "process memory")
+    assert attempts and all(job.parent_id == webhook.span_id for job in attempts)
+    assert {job.attributes["memory.job.kind"] for job in attempts} == {"extraction"}
+    model = [span for span in trace if span.attributes.get("gen_ai.operation.name") == "chat"][-1]
+    assert model.parent_id in {job.span_id for job in attempts}
     assert model.attributes["gen_ai.request.model"] == "scripted-default"
     assert model.attributes["gen_ai.usage.input_tokens"] == 321
     assert model.attributes["gen_ai.usage.output_tokens"] == 12
