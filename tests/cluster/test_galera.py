@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -586,6 +587,52 @@ def test_losing_a_node_under_load_loses_no_delivery_memory_or_fresh_read(
     assert edits[200] > 0 and edits["read 200"] > 0
     status = galera_schema.script("status")
     assert status.count("Synced,3") == 3, status
+
+
+def _state(cluster: GaleraCluster, node: int) -> str | None:
+    engine = sa.create_engine(cluster.url(node), poolclass=sa.pool.NullPool,
+                              connect_args={"connect_timeout": 1})
+    try:
+        with engine.connect() as conn:
+            return conn.execute(sa.text("SHOW STATUS LIKE 'wsrep_local_state_comment'")).one()[1]
+    except sa.exc.DBAPIError:
+        return None
+    finally:
+        engine.dispose()
+
+
+def test_a_node_that_lost_its_state_gets_a_full_copy_by_mariabackup_and_the_donor_stays_up(
+        galera_schema):
+    """A node whose state is gone (a new disk: no grastate.dat) cannot be sent only what it
+    missed: it gets a full copy (SST) by mariabackup, over TLS, as the SST user. mariabackup
+    locks the donor only for a moment, so HAProxy's check keeps the donor in rotation while it
+    is Donor/Desynced."""
+    galera_schema.script("stop-node", "3")
+    Path(galera_schema.env["GALERA_DIR"], "node3", "data", "grastate.dat").unlink()
+    transfers = galera_schema.script("transfers", "3").split()
+    donating: list[tuple[int, bool]] = []
+    joined = threading.Event()
+
+    def watch() -> None:
+        while not joined.is_set():
+            proxy = galera_schema.script("proxy")
+            for node in (1, 2):
+                if _state(galera_schema, node) == "Donor/Desynced":
+                    donating.append((node, f"node{node} UP" in proxy))
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        galera_schema.script("start-node", "3")
+    finally:
+        joined.set()
+        watcher.join()
+    assert galera_schema.script("transfers", "3").split() == [*transfers, "SST"]
+    assert "mariabackup SST completed on joiner" in galera_schema.node_log(3)
+    assert donating, "no node was seen donating"
+    assert all(up for _, up in donating), donating
+    assert galera_schema.script("status").count("Synced,3") == 3
 
 
 # ---- total outage ---------------------------------------------------------------------------
