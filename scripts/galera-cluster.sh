@@ -122,7 +122,9 @@ gtid_domain_id=$((10 + n))
 binlog_expire_logs_seconds=604800
 wsrep_on=ON
 wsrep_provider=$PROVIDER
-wsrep_cluster_name=memory-test
+# Its own name: a node of another cluster on this host that reaches one of these ports (an
+# old member's address reused) is refused, not merged.
+wsrep_cluster_name=memory-$(basename "$DIR")
 wsrep_cluster_address=gcomm://${members%,}
 wsrep_node_name=node$n
 wsrep_node_address=$HOST:$(group_port "$n")
@@ -131,10 +133,12 @@ wsrep_node_address=$HOST:$(group_port "$n")
 wsrep_sst_method=mariabackup
 wsrep_sst_auth=sst:$SST_PASSWORD
 wsrep_sst_receive_address=$HOST:$(( $(group_port "$n") + 2 ))
-# Short timeouts, so a killed node leaves the primary component in seconds, not 15+.
-# Group communication and IST over TLS (socket.ssl_*). pc.recovery (the default) lets the
+# A short suspect timeout, so a killed node leaves the primary component (and stops stalling
+# the others' commits) in 3 s, not 5; the inactive and install timeouts stay at their
+# defaults: shorter ones (6 s / 3 s) let the two survivors fail to agree on their new view on a
+# busy machine, and both fell to non-primary. Group communication and IST over TLS (socket.ssl_*). pc.recovery (the default) lets the
 # nodes of a primary component re-form it by themselves after all of them stopped.
-wsrep_provider_options="gmcast.listen_addr=tcp://$HOST:$(group_port "$n");ist.recv_addr=$HOST:$(( $(group_port "$n") + 1 ));gcache.size=256M;evs.suspect_timeout=PT3S;evs.inactive_timeout=PT6S;evs.keepalive_period=PT1S;evs.inactive_check_period=PT1S;pc.recovery=true;socket.ssl=yes;socket.ssl_ca=$tls/ca.pem;socket.ssl_cert=$tls/node.pem;socket.ssl_key=$tls/node-key.pem"
+wsrep_provider_options="gmcast.listen_addr=tcp://$HOST:$(group_port "$n");ist.recv_addr=$HOST:$(( $(group_port "$n") + 1 ));gcache.size=256M;evs.suspect_timeout=PT3S;evs.inactive_timeout=PT15S;evs.install_timeout=PT7.5S;evs.keepalive_period=PT1S;evs.inactive_check_period=PT1S;pc.recovery=true;socket.ssl=yes;socket.ssl_ca=$tls/ca.pem;socket.ssl_cert=$tls/node.pem;socket.ssl_key=$tls/node-key.pem"
 
 [sst]
 # No copies of the SST logs in /tmp/sst_log_archive: they stay in the node's error log.
