@@ -3,7 +3,7 @@
 # its own data directory, its own ports, nothing shared with the machine's MariaDB.
 #
 #   scripts/galera-cluster.sh start | stop | status
-#   scripts/galera-cluster.sh proxy           # each node as HAProxy sees it (UP only if Synced)
+#   scripts/galera-cluster.sh proxy           # each node as HAProxy sees it (galera-node-check.sh)
 #   scripts/galera-cluster.sh kill-node N     # SIGKILL node N (1-3): the loss of its host
 #   scripts/galera-cluster.sh stop-node N     # a clean shutdown of node N
 #   scripts/galera-cluster.sh start-node N    # N rejoins: its position recovered, so IST from
