@@ -23,11 +23,21 @@ When no replica confirms in time and one is connected (it could be promoted with
 the write fails (`ReplicaNotConfirmed`, a RedisError: the caller's transaction rolls back, the
 request answers 503). With no replica connected there is nothing to promote, and the write
 stands; a replica that reconnects copies the master first.
+
+No replica is connected right after a failover, until the old master returns as a replica (or
+a new one is attached): `WAIT 1` would then wait its whole timeout after every write, for
+nothing. So a process asks the master how many replicas it has (`ROLE`, one round trip) at most
+once a second and waits only while it has one; a write made while it has none stands
+unconfirmed and is counted (`memory_redis_unconfirmed_writes_total`, alerted on in
+docs/prometheus-alerts.yml). The second a replica needs to be counted again costs nothing in
+safety: it attached by copying the master (every earlier write included), and Sentinel does not
+promote a replica that is still copying.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -37,11 +47,15 @@ from limits.storage import RedisSentinelStorage, Storage, storage_from_string
 from redis.exceptions import RedisError
 from redis.sentinel import Sentinel
 
+from app import metrics
+
 SENTINEL_SCHEME = "redis+sentinel"
 DEFAULT_MASTER = "mymaster"
 # How long a confirmed write waits for a replica. A replica on the same network acknowledges
 # within a millisecond or two; this bounds what a lagging one costs each write.
 CONFIRM_TIMEOUT_MS = 500
+# How long a process trusts its last count of the master's replicas (module docstring).
+REPLICA_COUNT_TTL_S = 1.0
 
 
 class ReplicaNotConfirmed(RedisError):
@@ -107,6 +121,8 @@ class Confirming:
         self.url = url
         self.socket_options = socket_options
         self._local = threading.local()
+        # (when, how many): the master's connected replicas as ROLE last said, for every thread.
+        self._replicas: tuple[float, int] = (float("-inf"), 0)
 
     def client(self) -> redis.Redis:
         """This thread's one-connection client."""
@@ -118,12 +134,22 @@ class Confirming:
 
     def wait_for_replica(self, written_by: redis.Redis) -> None:
         """Return once a replica holds what `written_by` wrote; raise ReplicaNotConfirmed when
-        none did in time while one is connected (it could be promoted without the writes)."""
-        if int(written_by.wait(1, CONFIRM_TIMEOUT_MS)) >= 1:
+        none did in time while one is connected (it could be promoted without the writes).
+        While the master has no replica the write stands unconfirmed, without a WAIT."""
+        at, replicas = self._replicas
+        if time.monotonic() - at > REPLICA_COUNT_TTL_S:
+            replicas = self._count_replicas(written_by)
+        if replicas and int(written_by.wait(1, CONFIRM_TIMEOUT_MS)) >= 1:
             return
-        if written_by.role()[2]:
+        if replicas and self._count_replicas(written_by):
             raise ReplicaNotConfirmed(
                 f"no replica confirmed a write within {CONFIRM_TIMEOUT_MS} ms")
+        metrics.REDIS_UNCONFIRMED_WRITES.inc()
+
+    def _count_replicas(self, master: redis.Redis) -> int:
+        replicas = len(master.role()[2])
+        self._replicas = (time.monotonic(), replicas)
+        return replicas
 
 
 def client(url: str, **socket_options: Any) -> redis.Redis:

@@ -9,7 +9,22 @@
 # REDIS_HA_SENTINEL_PORT first Sentinel; +1, +2 (default 26390)
 # REDIS_HA_MASTER the master's name         (default mymaster)
 #
-# `start` prints the service's settings: REDIS_SENTINELS=… REDIS_SENTINEL_MASTER=…
+# `start` prints the service's settings: REDIS_SENTINELS=… REDIS_SENTINEL_MASTER=… and
+# REDIS_URL=redis://:<password>@sentinel/0 (the password the script made for this set, kept in
+# REDIS_HA_DIR/secrets.env, owner-only; the service takes only the password and db from it).
+#
+# Choices, each a production one (docs/operations-galera.md, "Redis behind Sentinel"):
+# - a password on every Redis (requirepass), which replicas and Sentinels present (masterauth,
+#   auth-pass);
+# - AOF, fsync every second: a restarted Redis (the old master coming back as a replica, or all
+#   of them after a power cut) starts from its own data, losing at most a second, instead of
+#   empty (a master restarted empty and not yet demoted would hand its emptiness to replicas);
+# - min-replicas-to-write 0 here: with one replica, 1 would refuse every write from a failover
+#   until a replica returns. Writes that must not be lost are confirmed one by one instead
+#   (`WAIT`, app/redis_connection.py). With two replicas or more, production sets
+#   REDIS_HA_MIN_REPLICAS=1 with min-replicas-max-lag 10: a master cut off from its replicas
+#   (and from the Sentinels, which promote another) stops taking writes after 10 s instead of
+#   taking writes that the promotion throws away.
 set -euo pipefail
 
 DIR="${REDIS_HA_DIR:-/tmp/memory-redis-ha}"
@@ -17,16 +32,21 @@ PORT="${REDIS_HA_PORT:-6390}"
 SPORT="${REDIS_HA_SENTINEL_PORT:-26390}"
 MASTER="${REDIS_HA_MASTER:-mymaster}"
 HOST=127.0.0.1
-# Sentinel declares the master down after this long without an answer; short, so a test's
-# failover takes seconds.
-DOWN_AFTER_MS="${REDIS_HA_DOWN_AFTER_MS:-1000}"
+# Sentinel declares the master down after this long without an answer: short, so a test's
+# failover takes seconds, but not so short that a machine busy with other work fails over a
+# master that was only slow to answer (1 s did, under a load average of 20).
+DOWN_AFTER_MS="${REDIS_HA_DOWN_AFTER_MS:-3000}"
+MIN_REPLICAS="${REDIS_HA_MIN_REPLICAS:-0}"
+
+password() { sed -n 's/^REDIS_PASSWORD=//p' "$DIR/secrets.env"; }
+cli() { redis-cli -h "$HOST" -a "$(password)" --no-auth-warning "$@"; }
 
 redis_ports() { echo "$PORT $((PORT + 1))"; }
 sentinel_ports() { echo "$SPORT $((SPORT + 1)) $((SPORT + 2))"; }
 
-wait_ping() {
+wait_ping() {  # port [cli]: Redis (with its password) or a Sentinel (redis-cli)
   for _ in $(seq 100); do
-    redis-cli -h "$HOST" -p "$1" ping >/dev/null 2>&1 && return 0
+    [ "$(${2:-cli} -p "$1" ping 2>/dev/null)" = PONG ] && return 0
     sleep 0.1
   done
   echo "redis on port $1 did not start" >&2
@@ -44,11 +64,17 @@ start_redis() {  # port [replicaof-port]
     echo "pidfile $DIR/redis-$port.pid"
     echo "logfile $DIR/redis-$port.log"
     echo "save \"\""
-    echo "appendonly no"
+    echo "appendonly yes"
+    echo "appendfsync everysec"
+    echo "requirepass $(password)"
+    echo "masterauth $(password)"
+    echo "min-replicas-to-write $MIN_REPLICAS"
+    echo "min-replicas-max-lag 10"
     # A replica promoted by Sentinel announces the address clients can reach.
     echo "replica-announce-ip $HOST"
     [ -n "${2:-}" ] && echo "replicaof $HOST $2"
   } >"$conf"
+  chmod 600 "$conf"
   redis-server "$conf"
   wait_ping "$port"
 }
@@ -65,12 +91,14 @@ logfile $DIR/sentinel-$port.log
 dir $DIR
 sentinel announce-ip $HOST
 sentinel monitor $MASTER $HOST $PORT 2
+sentinel auth-pass $MASTER $(password)
 sentinel down-after-milliseconds $MASTER $DOWN_AFTER_MS
 sentinel failover-timeout $MASTER 10000
 sentinel parallel-syncs $MASTER 1
 CONF
+  chmod 600 "$conf"
   redis-server "$conf" --sentinel
-  wait_ping "$port"
+  wait_ping "$port" redis-cli
 }
 
 stop_pidfile() {
@@ -91,6 +119,7 @@ master_port() {
 case "${1:-}" in
   start)
     mkdir -p "$DIR"
+    (umask 077; echo "REDIS_PASSWORD=$(openssl rand -hex 16)" >"$DIR/secrets.env")
     start_redis "$PORT"
     start_redis "$((PORT + 1))" "$PORT"
     for port in $(sentinel_ports); do start_sentinel "$port"; done
@@ -108,6 +137,7 @@ case "${1:-}" in
     [ "$ready" = 1 ] || { echo "sentinels did not see the replica and each other" >&2; exit 1; }
     echo "REDIS_SENTINELS=$(sentinel_ports | sed "s/\([0-9]*\)/$HOST:\1/g; s/ /,/g")"
     echo "REDIS_SENTINEL_MASTER=$MASTER"
+    echo "REDIS_URL=redis://:$(password)@sentinel/0"
     ;;
   stop)
     for port in $(sentinel_ports); do stop_pidfile "$DIR/sentinel-$port.pid"; done
@@ -117,7 +147,7 @@ case "${1:-}" in
   status)
     echo "master: $(master_port)"
     for port in $(redis_ports); do
-      echo "$port: $(redis-cli -h "$HOST" -p "$port" role 2>/dev/null | head -1 || echo down)"
+      echo "$port: $(cli -p "$port" role 2>/dev/null | head -1 || echo down)"
     done
     ;;
   kill-master)

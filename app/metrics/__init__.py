@@ -117,3 +117,7 @@ CONSOLIDATION_OPERATIONS = Counter("memory_consolidation_operations",
                                    "Merges and drops D15 consolidation applied.", ["op"])
 WEBHOOK_EVENTS = Counter("memory_webhook_events",
                          "Completion webhook deliveries, by the webhook's answer.", ["reason"])
+REDIS_UNCONFIRMED_WRITES = Counter(
+    "memory_redis_unconfirmed_writes",
+    "Writes that must reach a Redis replica before a commit (a job, a context version bump), "
+    "made while the master had no replica to confirm them: a failover now could lose them.")

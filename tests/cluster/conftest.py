@@ -13,8 +13,11 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
+import redis
+import sqlalchemy as sa
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,8 +44,9 @@ class RedisSentinel:
     """The running set: its script's environment, and the URL the service is given."""
 
     env: dict[str, str]
-    url: str
+    url: str = ""
     master: str = "mymaster"
+    password: str = ""
 
     def script(self, *args: str) -> str:
         done = subprocess.run([str(ROOT / "scripts" / "redis-sentinel.sh"), *args],
@@ -52,6 +56,10 @@ class RedisSentinel:
 
     def master_port(self) -> int:
         return int(self.script("status").splitlines()[0].split()[-1])
+
+    def redis(self, port: int) -> redis.Redis:
+        """A client of one Redis of the set (not through the Sentinels)."""
+        return redis.Redis(host="127.0.0.1", port=port, password=self.password)
 
 
 @pytest.fixture(scope="session")
@@ -66,10 +74,13 @@ def redis_sentinel() -> Iterator[RedisSentinel]:
     state = tempfile.mkdtemp(prefix="memory-redis-ha-")
     env = {**os.environ, "REDIS_HA_DIR": state, "REDIS_HA_PORT": str(port),
            "REDIS_HA_SENTINEL_PORT": str(sentinel_port)}
-    sentinels = ",".join(f"127.0.0.1:{sentinel_port + i}" for i in range(3))
-    ha = RedisSentinel(env, sentinel_url(sentinels, "mymaster", None))
+    ha = RedisSentinel(env)
     try:
-        ha.script("start")
+        settings = dict(line.split("=", 1) for line in ha.script("start").splitlines()
+                        if "=" in line)
+        ha.url = sentinel_url(settings["REDIS_SENTINELS"], settings["REDIS_SENTINEL_MASTER"],
+                              settings["REDIS_URL"])
+        ha.password = urlsplit(settings["REDIS_URL"]).password or ""
         yield ha
     finally:
         subprocess.run([str(ROOT / "scripts" / "redis-sentinel.sh"), "stop"], env=env,
@@ -78,17 +89,21 @@ def redis_sentinel() -> Iterator[RedisSentinel]:
 
 
 GALERA_PROVIDER = Path("/usr/lib/galera/libgalera_smm.so")
-GALERA_TOOLS = ("mariadbd", "mariadb-install-db", "mariadb", "haproxy", "rsync", "socat")
+GALERA_TOOLS = ("mariadbd", "mariadb-install-db", "mariadb", "mariadb-backup", "haproxy", "socat",
+                "openssl")
 
 
 @dataclass
 class GaleraCluster:
-    """Three MariaDB Galera nodes behind HAProxy (`scripts/galera-cluster.sh`)."""
+    """Three MariaDB Galera nodes behind HAProxy (`scripts/galera-cluster.sh`), with the root
+    password and CA the script made for them."""
 
     env: dict[str, str]
     proxy_port: int
     node_ports: tuple[int, int, int]
     database: str = "memory_test"
+    password: str = ""
+    ca: str = ""
 
     def script(self, *args: str, timeout_s: float = 300) -> str:
         done = subprocess.run([str(ROOT / "scripts" / "galera-cluster.sh"), *args],
@@ -97,9 +112,14 @@ class GaleraCluster:
         return done.stdout.strip()
 
     def url(self, node: int | None = None) -> str:
-        """Through HAProxy, or straight to node 1–3."""
+        """Through HAProxy, or straight to node 1–3; as root, over TLS."""
         port = self.proxy_port if node is None else self.node_ports[node - 1]
-        return f"mysql+pymysql://root@127.0.0.1:{port}/{self.database}?charset=utf8mb4"
+        return (f"mysql+pymysql://root:{self.password}@127.0.0.1:{port}/{self.database}"
+                f"?charset=utf8mb4&ssl_ca={self.ca}")
+
+    def node_log(self, node: int) -> str:
+        return Path(self.env["GALERA_DIR"], f"node{node}", "error.log").read_text(
+            errors="replace")
 
 
 def _which(tool: str) -> bool:
@@ -113,8 +133,8 @@ def galera() -> Iterator[GaleraCluster]:
     if not GALERA_PROVIDER.exists():
         missing.append(str(GALERA_PROVIDER))
     if missing:
-        pytest.skip("the Galera tests need the packages galera-4, mariadb-server, haproxy, "
-                    f"rsync and socat (missing: {', '.join(missing)})")
+        pytest.skip("the Galera tests need the packages galera-4, mariadb-server, mariadb-backup, "
+                    f"haproxy, socat and openssl (missing: {', '.join(missing)})")
     node = free_run(3, 3307, 3400)
     proxy = free_run(1, node + 3, 3500)
     base = next((b for b in range(14557, 15557, 100)
@@ -126,7 +146,9 @@ def galera() -> Iterator[GaleraCluster]:
            "GALERA_PROXY_PORT": str(proxy), "GALERA_BASE_PORT": str(base)}
     cluster = GaleraCluster(env, proxy, (node, node + 1, node + 2))
     try:
-        cluster.script("start")
+        printed = cluster.script("start").splitlines()[-1]
+        url = sa.engine.make_url(printed.removeprefix("DATABASE_URL="))
+        cluster.password, cluster.ca = url.password, url.query["ssl_ca"]
         yield cluster
     finally:
         subprocess.run([str(ROOT / "scripts" / "galera-cluster.sh"), "stop"], env=env,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import statistics
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +32,8 @@ from app.redis_connection import ReplicaNotConfirmed
 from app.system.installation import installation
 from tests.cluster.conftest import RedisSentinel
 from tests.completions import capture_on, event, post_webhook
-from tests.conftest import WEBHOOK_SECRET, _empty_tables
+from tests.conftest import WEBHOOK_SECRET, Metrics, _empty_tables
+from tests.workers import wait_until
 
 # One xdist worker runs every cluster test: the clusters have fixed ports and start once.
 pytestmark = pytest.mark.xdist_group("cluster")
@@ -46,7 +48,7 @@ def ha_app(make_app: Any, redis_sentinel: RedisSentinel) -> Iterator[Flask]:
 
 
 def _master(ha: RedisSentinel) -> redis.Redis:
-    return redis.Redis(host="127.0.0.1", port=ha.master_port())
+    return ha.redis(ha.master_port())
 
 
 def _replica_port(ha: RedisSentinel) -> int:
@@ -167,7 +169,7 @@ def test_a_failover_right_after_a_burst_loses_no_accepted_job_and_serves_no_stal
     while redis_sentinel.master_port() != replica:
         assert time.monotonic() < deadline, "Sentinel did not promote the replica"
         time.sleep(0.2)
-    promoted = redis.Redis(host="127.0.0.1", port=replica)
+    promoted = redis_sentinel.redis(replica)
     while promoted.role()[0] != b"master":
         assert time.monotonic() < deadline, "the replica was not made master"
         time.sleep(0.1)
@@ -190,3 +192,83 @@ def test_a_failover_right_after_a_burst_loses_no_accepted_job_and_serves_no_stal
 def _job_id(namespace: str, event_id: str) -> str:
     return rq_job_id(namespace, Completion(event_id, 0, 0, None, None, None, None, "", None,
                                            None).job_id)
+
+
+def _waits(server: redis.Redis) -> int:
+    """How many WAITs this Redis has answered since it started."""
+    return int(server.info("commandstats").get("cmdstat_wait", {}).get("calls", 0))
+
+
+def _replicas(server: redis.Redis) -> int:
+    return len(server.role()[2])
+
+
+def test_while_the_promoted_master_has_no_replica_writes_wait_for_none_and_are_counted(
+        ha_app, redis_sentinel):
+    """Right after a failover the new master has no replica until the old one returns. A
+    `WAIT 1` there could only wait its whole timeout (500 ms): every delivery and every memory
+    change would pay it. The service counts the master's replicas (ROLE, at most once a second)
+    and waits only while there is one; each write made without one is counted for the alert
+    (`memory_redis_unconfirmed_writes_total`). Once a replica is back, writes wait again."""
+    client = ha_app.test_client()
+    metrics = Metrics(client)
+    wait_until(lambda: _replicas(_master(redis_sentinel)) == 1, 60, "a replica attached")
+    users = range(31, 41)
+    items: dict[int, int] = {}
+    with ha_app.app_context():
+        for user_id in users:
+            capture_on(ha_app, user_id=user_id)
+            items[user_id] = memory_service.create_item(user_id, Scope.USER,
+                                                        f"第 {user_id} 号用户的偏好").id
+        db.session.remove()
+
+    def writes(phase: str) -> list[float]:
+        """A memory change and a delivery per user; the delivery's time, each."""
+        took = []
+        for user_id in users:
+            with ha_app.app_context():
+                memory_service.update_item(user_id, items[user_id],
+                                           content=f"第 {user_id} 号用户的偏好 {phase}")
+                db.session.remove()
+            started = time.perf_counter()
+            session = {"normal": 5000, "alone": 6000}[phase] + user_id
+            status, _ = post_webhook(client, event(userId=user_id, sessionId=session),
+                                     secret=WEBHOOK_SECRET)
+            took.append(time.perf_counter() - started)
+            assert status == 202
+        return took
+
+    old_master = redis_sentinel.master_port()
+    replica = _replica_port(redis_sentinel)
+    waits_before = _waits(_master(redis_sentinel))
+    normal = writes("normal")
+    assert _waits(_master(redis_sentinel)) - waits_before == 2 * len(users)
+
+    os.kill(_pid(redis_sentinel, old_master), signal.SIGKILL)
+    wait_until(lambda: redis_sentinel.master_port() == replica, 60, "the replica's promotion")
+    promoted = redis_sentinel.redis(replica)
+    wait_until(lambda: promoted.role()[0] == b"master", 60, "the replica to become master")
+    unconfirmed_before = metrics.added("memory_redis_unconfirmed_writes_total")
+    waits_before = _waits(promoted)
+    alone = writes("alone")
+    waited = _waits(promoted) - waits_before
+    unconfirmed = metrics.added("memory_redis_unconfirmed_writes_total") - unconfirmed_before
+    print(f"\nredis failover: webhook p50 {statistics.median(normal) * 1000:.1f} ms with a "
+          f"replica, {statistics.median(alone) * 1000:.1f} ms with none; {waited} WAITs "
+          f"for {2 * len(users)} writes")
+    # At most one WAIT per confirming client (the queue's, the cache's): one whose count of
+    # replicas was taken before the failover; before this change, all 20.
+    assert waited <= 2
+    assert unconfirmed == 2 * len(users)
+
+    redis_sentinel.script("restart-old-master", str(old_master))
+    wait_until(lambda: _replicas(promoted) == 1, 60, "the old master back as a replica")
+    waits_before = _waits(promoted)
+
+    def confirmed_again() -> bool:
+        with ha_app.app_context():
+            memory_service.update_item(31, items[31], content=f"第 31 号用户的偏好 {time.time()}")
+            db.session.remove()
+        return _waits(promoted) > waits_before
+
+    wait_until(confirmed_again, 10, "writes to wait for the replica again")
