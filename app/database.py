@@ -124,11 +124,11 @@ def batch(connection: sa.Connection, *statements: Statement) -> list[list[tuple]
     try:
         cursor = dbapi_connection.cursor()
         try:
-            sql = ";\n".join(cursor.mogrify(found.sql, found.values(params))
-                              for found, params in ((compiled(statement, dialect), params)
-                                                    for statement, params in statements))
+            found = [(compiled(statement, dialect), params) for statement, params in statements]
+            sql = ";\n".join(cursor.mogrify(each.sql, each.values(params))
+                              for each, params in found)
             # A span when tracing is on: SQLAlchemy's instrumentation does not see this path.
-            with tracing.sql_batch(connection, statements):
+            with tracing.sql_batch(connection, [each.sql for each, _ in found]):
                 cursor.execute(sql)
             results = [_fetched(cursor)]
             for _ in range(len(statements) - 1):

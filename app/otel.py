@@ -155,15 +155,12 @@ def model_call(model: str, base_url: str | None) -> Iterator[ModelCall]:
 
 
 @contextmanager
-def sql_batch(connection: Any, statements: Sequence[tuple[Any, Any]]) -> Iterator[None]:
+def sql_batch(connection: Any, texts: Sequence[str]) -> Iterator[None]:
     """A database client span of the batch (DB semantic conventions: operation `BATCH`), its
     text the statements as compiled, with placeholders: never a value."""
-    from app.database import compiled
-
     url = connection.engine.url
-    texts = [compiled(statement, connection.dialect).sql for statement, _ in statements]
     attributes = {"db.system.name": connection.dialect.name, "db.operation.name": "BATCH",
-                  "db.operation.batch.size": len(statements), "db.query.text": ";\n".join(texts),
+                  "db.operation.batch.size": len(texts), "db.query.text": ";\n".join(texts),
                   "db.namespace": url.database or "", "server.address": url.host or "",
                   "server.port": url.port or 3306}
     tracer = provider().get_tracer(__name__)

@@ -83,11 +83,11 @@ def model_call(model: str, base_url: str | None) -> AbstractContextManager[Any]:
     return nullcontext(_UNTRACED) if _otel is None else _otel.model_call(model, base_url)
 
 
-def sql_batch(connection: Any, statements: Sequence[tuple[Any, Any]]
-              ) -> AbstractContextManager[object]:
-    """Around `app.database.batch`'s one round trip of several statements, which passes by
-    SQLAlchemy's execution (and so by its instrumentation)."""
-    return nullcontext() if _otel is None else _otel.sql_batch(connection, statements)
+def sql_batch(connection: Any, texts: Sequence[str]) -> AbstractContextManager[object]:
+    """Around `app.database.batch`'s one round trip of several statements (`texts`, as compiled,
+    with placeholders), which passes by SQLAlchemy's execution (and so by its
+    instrumentation)."""
+    return nullcontext() if _otel is None else _otel.sql_batch(connection, texts)
 
 
 def job_meta() -> dict[str, Any]:
