@@ -130,15 +130,5 @@ def admin_api(permission: str | None = None) -> Callable[[Callable[P, R]], Calla
     return decorator
 
 
-def service_api(view: Callable[P, R]) -> Callable[P, R]:
-    """Platform endpoints: only `Authorization: Bearer $MEMORY_SERVICE_TOKEN`."""
-    @functools.wraps(view)
-    def wrapped(*args: P.args, **kwargs: P.kwargs) -> R:
-        if not is_service_token(_bearer_token()):
-            raise service_token_refused()
-        return view(*args, **kwargs)
-    return wrapped
-
-
 def current_user_id() -> int:
     return g.caller.user.id
