@@ -16,7 +16,7 @@ from app import config as app_config
 from app import database, galera
 from app.extensions import db, migrate
 from app.jsonbody import RequestJSONProvider
-from app.params import AsciiIntegerConverter
+from app.wire import AsciiIntegerConverter
 
 MIGRATIONS_DIR = str(Path(__file__).resolve().parent.parent / "migrations")
 

@@ -89,7 +89,7 @@ SECURITY_SCHEMES = [
 ]
 
 
-def refusal(error: ValidationError) -> DomainError:
+def domain_error_of(error: ValidationError) -> DomainError:
     """The domain error a schema violation is: 3034 for the content, else 2001 naming the
     field (the first one wrong, in the order the schema lists them)."""
     first = error.errors()[0]
@@ -118,7 +118,7 @@ class ServicePlugin(FlaskPlugin):
                                                                               silent=True))
                 request.context = request.context._replace(json=body)
         except ValidationError as error:
-            raise refusal(error) from None
+            raise domain_error_of(error) from None
 
 
 def _component_name(model: Any) -> str:
@@ -189,7 +189,7 @@ def validated(model: type[BaseModel], data: Any) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as error:
-        raise refusal(error) from None
+        raise domain_error_of(error) from None
 
 
 bp = Blueprint("openapi", __name__)

@@ -14,8 +14,8 @@ from werkzeug.exceptions import BadRequest, HTTPException, MethodNotAllowed
 
 from app import errors
 from app.errors import DomainError
-from app.params import query_is_utf8
 from app.redis_connection import ReplicaNotConfirmed
+from app.wire import query_is_utf8
 
 # Failures of what the service stands on, not of the request: answered 503 so clients retry.
 DEPENDENCY_ERRORS = (OperationalError, InterfaceError, DisconnectionError,

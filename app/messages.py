@@ -7,13 +7,11 @@ sentence for its SPEC §4 error code, so a new rule is never shown in English.
 
 from __future__ import annotations
 
+from app.auth.csrf import CSRF_INVALID, CSRF_SENTENCE
 from app.envelope import ApiError, ErrorCode
 from app.errors import DomainError
 from app.memory.rules import ACTIVE_PER_USER_MAX, MANUAL_CONTENT_MAX, PROJECT_KEY_MAX
 from app.memory.secrets import Kind as SecretKind
-
-# The page's own refusal of an unsafe request without the session's CSRF token.
-CSRF_INVALID = "csrf_invalid"
 
 REASONS: dict[str, str] = {
     # a memory's content
@@ -58,7 +56,7 @@ REASONS: dict[str, str] = {
     # a request as such
     "body_not_object": "提交的数据格式不对:请刷新页面后重试。",
     "json_too_deep": "提交的数据嵌套太深:请刷新页面后重试。",
-    CSRF_INVALID: "页面已过期:请刷新页面后再试。",
+    CSRF_INVALID: CSRF_SENTENCE,
 }
 
 # For a reason the table does not know yet: a sentence per error code.

@@ -4,7 +4,7 @@
   (the default) and with `--no-fork`;
 - in-process (one AppSimpleWorker, no fork, warmed up as the worker warms up) with 0, 100 and
   200 existing machine-made memories: SQL round trips and statements per job (counted at the
-  driver, so the raw pool's batches and the ORM's statements alike), per-job time outside the
+  driver, so the batches' round trips and the ORM's statements alike), per-job time outside the
   LLM call, prompt size, next to what RQ itself spends on a job that does nothing.
 """
 

@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import pytest
 
-from app import params
+from app import wire
 from app.errors import InvalidInput
 from tests.conftest import assert_error, assert_ok
 
@@ -17,24 +17,24 @@ LENIENT = ["42.0", "4_2", "+42", " 42 ", "42\n", "４２", "٤٢", "42²", "0x2a
 @pytest.mark.parametrize("raw", LENIENT)
 def test_an_id_is_ascii_digits_and_nothing_else(raw):
     with pytest.raises(ValueError):
-        params.ascii_id(raw)
+        wire.ascii_id(raw)
     with pytest.raises(InvalidInput):
-        params.user_id(raw, "userId")
+        wire.user_id(raw, "userId")
 
 
 def test_an_id_of_ascii_digits_is_read():
-    assert params.ascii_id("0042") == 42 and params.user_id("42", "userId") == 42
+    assert wire.ascii_id("0042") == 42 and wire.user_id("42", "userId") == 42
 
 
 @pytest.mark.parametrize("raw", ["%FF", "a=%ED%A0%80", "a=%C0%AF", "a=%E4%B8", "a=\xff"])
 def test_a_query_that_is_not_utf8_once_percent_decoded_is_refused(raw):
-    assert not params.query_is_utf8(raw)
+    assert not wire.query_is_utf8(raw)
     with pytest.raises(InvalidInput):
-        params.query_pairs(raw)
+        wire.query_pairs(raw)
 
 
 def test_a_utf8_query_is_read_as_werkzeug_reads_it():
-    assert params.query_pairs("projectKey=%E6%AF%9B&q=a+b&w=") == [
+    assert wire.query_pairs("projectKey=%E6%AF%9B&q=a+b&w=") == [
         ("projectKey", "毛"), ("q", "a b"), ("w", "")]
 
 

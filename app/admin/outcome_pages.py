@@ -14,7 +14,7 @@ from typing import Any
 from flask import request, url_for
 from werkzeug.datastructures import MultiDict
 
-from app import pages, params
+from app import pages, wire
 from app.admin.pages import allowed_if
 from app.auth.models import User
 from app.errors import InvalidInput
@@ -81,7 +81,7 @@ class OutcomeView:
             raise InvalidInput("outcome_status_invalid",
                                f"status must be one of {', '.join(STATUS_LABELS)}")
         raw_user = values.get("userId")
-        user_id = params.user_id(raw_user, "userId") if raw_user else None
+        user_id = wire.user_id(raw_user, "userId") if raw_user else None
         return cls(status, user_id, PageRequest.parse(values.get("page"), PAGE_SIZE).number)
 
     def url(self, **changes: Any) -> str:

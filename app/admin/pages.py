@@ -14,7 +14,7 @@ from typing import Any, ParamSpec, TypeVar
 from flask import Response, make_response, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 
-from app import messages, pages, params
+from app import messages, pages, params, wire
 from app.admin.api import MEMORY_READ
 from app.auth.models import User
 from app.errors import DomainError
@@ -81,7 +81,7 @@ class AuditView:
     def from_values(cls, values: MultiDict[str, str]) -> AuditView:
         """Parsed with the domain's parsers, so a bad value is the usual 2001."""
         raw_user = values.get("userId")
-        user_id = params.user_id(raw_user, "userId") if raw_user else None
+        user_id = wire.user_id(raw_user, "userId") if raw_user else None
         scope = params.scope(values.get("scope"), required=False)
         status = params.status(values.get("status"), required=False)
         page = PageRequest.parse(values.get("page"), PAGE_SIZE).number

@@ -15,7 +15,7 @@ from typing import Literal, ParamSpec, TypeVar
 
 from flask import current_app, g, request
 
-from app import params
+from app import wire
 from app.auth import sessions
 from app.auth.models import User
 from app.auth.service import ensure_user, user_for_token
@@ -89,7 +89,7 @@ def resolve_caller(*, allow_service: bool) -> Caller:
             if request.headers.get("X-User-Id") is None:
                 raise ApiError(ErrorCode.UNAUTHORIZED,
                                "the service token acts for a user: send X-User-Id")
-            user_id = params.user_id(request.headers.get("X-User-Id"), "X-User-Id")
+            user_id = wire.user_id(request.headers.get("X-User-Id"), "X-User-Id")
             return Caller(acting_user(user_id), "service")
         user = user_for_token(token)
         if user is None:
@@ -128,16 +128,6 @@ def admin_api(permission: str | None = None) -> Callable[[Callable[P, R]], Calla
             return view(*args, **kwargs)
         return wrapped
     return decorator
-
-
-def service_api(view: Callable[P, R]) -> Callable[P, R]:
-    """Platform endpoints: only `Authorization: Bearer $MEMORY_SERVICE_TOKEN`."""
-    @functools.wraps(view)
-    def wrapped(*args: P.args, **kwargs: P.kwargs) -> R:
-        if not is_service_token(_bearer_token()):
-            raise service_token_refused()
-        return view(*args, **kwargs)
-    return wrapped
 
 
 def current_user_id() -> int:

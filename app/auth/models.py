@@ -92,16 +92,6 @@ class User(db.Model):
         return db.session.scalar(sa.select(cls).where(cls.username == username))
 
     @classmethod
-    def lock(cls, user_id: int) -> None:
-        """Serialize a user's writes that may grow their ACTIVE count (the 200 cap).
-
-        The write of `memory.repository.lock_user` (a row lock that Galera certifies too).
-        """
-        from app.memory.repository import lock_user
-
-        lock_user(user_id)
-
-    @classmethod
     def display_names(cls, user_ids: set[int]) -> dict[int, str]:
         """How each of these users is shown, by id (one query)."""
         if not user_ids:

@@ -40,7 +40,7 @@ EXCLUDED_SESSION_TYPES = frozenset({"SUBAGENT", "SIDE_TASK"})  # D6: the main se
 
 
 @dataclass(frozen=True)
-class Completion:
+class CompletedTask:
     """A validated webhook body; messages already reduced to their text parts."""
 
     event_id: str
@@ -66,7 +66,7 @@ class Completion:
                 "assistant_message": self.assistant_message}
 
 
-def _decide(event: Completion) -> str:
+def _decide(event: CompletedTask) -> str:
     """D2 and D6, from the body alone; `enqueued` then still waits on D9 (`INSERT_EVENT`)."""
     if event.phase.strip().upper() != COMPLETED:
         return PHASE_NOT_COMPLETED
@@ -76,7 +76,7 @@ def _decide(event: Completion) -> str:
 
 
 @retry_conflicts
-def receive(event: Completion) -> str:
+def receive(event: CompletedTask) -> str:
     """Record and decide; returns the reason (SPEC §5), `enqueued` when the job was.
 
     Three round trips: the writes and the decision they made in one batch, the job to Redis

@@ -88,7 +88,7 @@ class Completion:
     total_tokens: int | None
 
 
-# CHOSEN_MODEL for extraction, as a step of a raw batch (the job's reads, `pipeline`).
+# CHOSEN_MODEL for extraction, as a step of a batch (the job's reads, `pipeline`).
 MODEL_STEP = (CHOSEN_MODEL, {"setting_key": EXTRACTION_MODEL_KEY})
 
 

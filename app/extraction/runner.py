@@ -2,17 +2,17 @@
 
 This is the job side's transaction boundary (the web request's is the service call): the same
 code runs under RQ (through `jobs/`) and in the embedded thread. An extraction holds its
-session's lock; it reads its inputs in one transaction, asks the model with none open, then
-applies the answer and records the outcome in a second one, so the job changes everything it
-decided or nothing. Once that committed something new, it may start a D15 consolidation
-(`trigger`), which works on one group and commits its changes with its outcome the same way. Any
-failure rolls the changes back and records a failed outcome on its own. Transient trouble (LLM
-connection, 429, 5xx; the session lock held too long; a conflict with another transaction that
-outlived its retries; a database connection lost under the job) asks the queue for another
-attempt after a backoff delay, without an outcome until the last attempt. Redis blinking under
-a job (the session lock, the context cache's mark) is waited out within the attempt, for up to
-REDIS_PATIENCE_S — the queue itself needs Redis to carry a retry — and is then a transient
-failure like the others.
+session's lock; it reads its inputs in one round trip of the read engine, in no transaction (an
+AUTOCOMMIT connection), asks the model with none open, then applies the answer and records the
+outcome in one transaction, so the job changes everything it decided or nothing. Once that
+committed something new, it may start a D15 consolidation (`trigger`), which works on one group
+and commits its changes with its outcome the same way. Any failure rolls the changes back and
+records a failed outcome on its own. Transient trouble (LLM connection, 429, 5xx; the session
+lock held too long; a conflict with another transaction that outlived its retries; a database
+connection lost under the job) asks the queue for another attempt after a backoff delay, without
+an outcome until the last attempt. Redis blinking under a job (the session lock, the context
+cache's mark) is waited out within the attempt, for up to REDIS_PATIENCE_S — the queue itself
+needs Redis to carry a retry — and is then a transient failure like the others.
 """
 
 from __future__ import annotations
@@ -242,7 +242,7 @@ def warm_up() -> None:
     outcome = Outcome(kind=JobKindName.EXTRACTION, job_id="warm-up", user_id=nobody,
                       attempts=1)
     with UnitOfWork() as uow:  # never committed
-        # The job's reads go through the raw pool, outside this transaction: they compile their
+        # The job's reads go through the read engine, outside this transaction: they compile their
         # statements and find nobody's switch off. What the model is shown in the second round
         # is what the first wrote, read back in this transaction.
         pipeline.read_inputs(job, outcome)

@@ -59,7 +59,7 @@ def may_be_due(active: int | None) -> bool:
 
 
 def cooldown_step(user_id: int) -> tuple[sa.Select, dict[str, Any]]:
-    """The read `cooling_down` decides on, as a step of the job's raw batch of reads."""
+    """The read `cooling_down` decides on, as a step of the job's batch of reads."""
     return LAST_STARTED, {"user_id": user_id}
 
 

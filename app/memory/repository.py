@@ -178,7 +178,7 @@ def page(user_id: int, filters: Filters, request: PageRequest) -> Page[MemoryIte
         conditions.append(MemoryItem.status == filters.status.value)
     if filters.q:
         # lower() on both sides: the column's collation may be case-sensitive (SQLite's lower is
-        # made Unicode-aware in app.extensions).
+        # made Unicode-aware in app.db_types).
         conditions.append(sa.func.lower(MemoryItem.content).like(
             "%" + _escape_like(filters.q.lower()) + "%", escape="/"))
     return paginate(sa.select(MemoryItem).where(*conditions).order_by(*NEWEST_FIRST), request)
@@ -269,7 +269,7 @@ class Known:
 
 def _bound_group(*, project: bool, status: Status) -> list[Any]:
     """`_in_group` with the user and the project key as bind parameters (`_group_params`), for
-    the statements the raw batches send: the user's USER rows, or (`project`) those of the
+    the statements the batches send: the user's USER rows, or (`project`) those of the
     bound project key; ACTIVE ones only the machine-made."""
     group = (MemoryItem.project_key == sa.bindparam("project_key") if project
              else MemoryItem.scope == Scope.USER.value)
@@ -306,7 +306,7 @@ _DISMISSED = {project: _group_rows((MemoryItem.content, MemoryItem.updated_at, M
 
 
 def known_set_steps(user_id: int, groups: Sequence[Group]) -> list[Statement]:
-    """The reads of what extraction shows the model (D13), as steps of one raw batch: an index
+    """The reads of what extraction shows the model (D13), as steps of one batch: an index
     range scan per group and set. (One UNION ALL of them measured nearly twice as slow on
     MariaDB, the derived tables materialized.) `known_sets` reads their rows."""
     return [(statements[group.project_key is not None], _group_params(user_id, group))

@@ -15,10 +15,10 @@ from app.apispec import SERVICE_SECURITY, answers, described, validated
 from app.auth.identity import bearer_token, is_service_token, service_token_refused
 from app.envelope import ok_body
 from app.memory import service
-from app.params import query_pairs
 from app.platform.hot_path import HotPath, served_by
 from app.schemas.memory import MemoryContext
 from app.schemas.platform import ContextQuery
+from app.wire import query_pairs
 
 bp = Blueprint("platform_api", __name__, url_prefix="/api/v1/internal")
 ENDPOINT = "platform_api.memory_context"
@@ -26,7 +26,7 @@ ENDPOINT = "platform_api.memory_context"
 
 def query_of(query_string: str) -> dict[str, str]:
     """The query as `request.args.to_dict()` reads it (a repeated name: its first value), but
-    strict: text that is not UTF-8 is refused (`params.query_pairs`), not replaced by U+FFFD."""
+    strict: text that is not UTF-8 is refused (`wire.query_pairs`), not replaced by U+FFFD."""
     query: dict[str, str] = {}
     for name, value in query_pairs(query_string):
         query.setdefault(name, value)

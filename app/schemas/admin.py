@@ -10,12 +10,12 @@ from pydantic.json_schema import SkipJsonSchema
 
 from app.extraction.outcomes import OutcomeStatus
 from app.memory.rules import ID_MAX, Scope, Status
-from app.params import ascii_id
 from app.schemas import Body, Paged, PageQuery, Text
 from app.schemas.memory import Search
 from app.system.service import MODEL_ID_DIGITS
+from app.wire import ascii_id
 
-# A user id in a query string: ASCII digits only (`params.ascii_id`), a positive BIGINT.
+# A user id in a query string: ASCII digits only (`wire.ascii_id`), a positive BIGINT.
 UserId = Annotated[int, Field(ge=1, le=ID_MAX), BeforeValidator(ascii_id)]
 
 

@@ -68,9 +68,9 @@ class TaskCompleted(Body):
     lastUserMessage: Message = None
     lastAssistantMessage: Message = None
 
-    def event(self) -> intake.Completion:
+    def event(self) -> intake.CompletedTask:
         """What intake records and decides on: messages reduced to their text parts."""
-        return intake.Completion(
+        return intake.CompletedTask(
             event_id=self.eventId, session_id=self.sessionId, user_id=self.userId,
             project_key=self.projectKey, workspace=self.workspace,
             session_type=self.sessionType, channel=self.channel, phase=self.phase,

@@ -30,10 +30,6 @@ class SystemSetting(db.Model):
             "editable": bool(self.editable),
         }
 
-    @classmethod
-    def value_of(cls, key: str) -> str:
-        return db.session.scalar(sa.select(cls.value).where(cls.setting_key == key)) or ""
-
 
 class LlmModel(db.Model):
     """A chat model. Keys never live here: `api_key_env` names the variable that holds one."""

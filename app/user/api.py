@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, request
 
-from app import params
+from app import wire
 from app.apispec import USER_SECURITY, answers, api, with_etag
 from app.auth.identity import current_user_id, user_api
 from app.envelope import conflict, ok, ok_encoded
@@ -57,7 +57,7 @@ def _one(item: MemoryItem, status: int = 200) -> Response:
 
 
 def _expected_versions() -> frozenset[int] | None:
-    return params.expected_versions(request.if_match)
+    return wire.expected_versions(request.if_match)
 
 
 @bp.errorhandler(VersionConflict)

@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl, urlsplit
 from flask import Response, make_response, redirect, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 
-from app import messages, pages, params
+from app import messages, pages, params, wire
 from app.errors import DomainError, MemoryNotFound, VersionConflict
 from app.extraction import llm
 from app.memory import access_log as access
@@ -125,7 +125,7 @@ def _edited(*items: MemoryItem) -> set[int]:
 def _expected() -> frozenset[int] | None:
     """The version the row on screen shows: every change the page sends names it (If-Match),
     so a row out of date never overwrites a change made elsewhere (SPEC §11)."""
-    return params.expected_versions(request.if_match)
+    return wire.expected_versions(request.if_match)
 
 
 def _moved_on(item: MemoryItem) -> bool:

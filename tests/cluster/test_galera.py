@@ -473,9 +473,11 @@ def test_losing_a_node_under_load_loses_no_delivery_memory_or_fresh_read(
     progress = threading.Semaphore(0)
 
     with (gunicorn(tmp_path, "web-a", **env) as web_a, gunicorn(tmp_path, "web-b", **env) as web_b,
-          # As many attempts as production's schedule (5, 30, 120 s), shorter: a job that meets
-          # the lost node and then a certification conflict while it rejoins has two more.
-          worker_processes(2, tmp_path, fork=False, DATABASE_URL=galera_schema.url(),
+          # Forking workers, as production runs them: no horse may use a connection its worker
+          # opened before the node died (SPEC §11). As many attempts as production's schedule
+          # (5, 30, 120 s), shorter: a job that meets the lost node and then a certification
+          # conflict while it rejoins has two more.
+          worker_processes(2, tmp_path, DATABASE_URL=galera_schema.url(),
                            MEMORY_RETRY_DELAYS_S="1,2,4"),
           WriteProbe(galera_schema) as probe):
         wait_until(lambda: registered_workers() == 2, 60, "two registered workers")

@@ -23,7 +23,7 @@ from app import redis_connection
 from app.auth.throttle import throttle
 from app.config import from_environment
 from app.extensions import db
-from app.extraction.intake import Completion
+from app.extraction.intake import CompletedTask
 from app.extraction.queue import memory_queue, rq_job_id
 from app.memory import context
 from app.memory import service as memory_service
@@ -190,7 +190,7 @@ def test_a_failover_right_after_a_burst_loses_no_accepted_job_and_serves_no_stal
 
 
 def _job_id(namespace: str, event_id: str) -> str:
-    return rq_job_id(namespace, Completion(event_id, 0, 0, None, None, None, None, "", None,
+    return rq_job_id(namespace, CompletedTask(event_id, 0, 0, None, None, None, None, "", None,
                                            None).job_id)
 
 

@@ -13,7 +13,7 @@ from app.memory import repository, rules
 from tests.completions import USER_ID
 
 FACT = "输出报告用中文"
-# A read the server refuses: module level, as the raw pool's statements are (compiled once).
+# A read the server refuses: module level, as the batches' statements are (compiled once).
 MISSING_TABLE = sa.select(sa.column("id")).select_from(sa.table("no_such_table")).where(
     sa.column("user_id") == sa.bindparam("user_id"))
 
