@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from app.extensions import db
 from app.extraction.models import WebhookEvent
 from app.sessions.models import PlatformSession
+from app.system.installation import installation
 from tests.completions import (
     SESSION_ID,
     USER_ID,
@@ -163,7 +164,11 @@ def test_the_job_carries_ids_and_only_the_text_parts(app, webhook):
                          "user_message": "第一段\n第二段", "assistant_message": "答复"},)
     # And the delivery's request id (app.logs), for the job's log lines; no trace context with
     # tracing off.
-    assert job.meta == {"kind": "extraction", "request_id": job.meta["request_id"]}
+    with app.app_context():
+        here = installation()
+        assert job.meta == {"kind": "extraction", "request_id": job.meta["request_id"],
+                            "job_id": job.id.removeprefix(f"{here.namespace}-"),
+                            "installation": here.id, "namespace": here.namespace}
     assert re.fullmatch(r"[0-9a-f]{32}", job.meta["request_id"])
     assert job.description == f"extraction user={USER_ID} session={SESSION_ID}"
 
