@@ -350,7 +350,10 @@ class _Case:
         dropped = 0 if parsed is None else parsed.dropped
         return Observation(case_id=self.case.id, status=status, reason=reason,
                            called=inputs is not None, proposed=proposed, dropped_items=dropped,
-                           refused=self.outcome.dropped - dropped, active_after=active,
+                           # Candidates holding a credential are counted apart by the
+                           # service (secrets_dropped); they are refusals here too.
+                           refused=self.outcome.dropped - dropped + self.outcome.secrets_dropped,
+                           active_after=active,
                            prompt_tokens=answer.prompt_tokens,
                            completion_tokens=answer.completion_tokens,
                            latency_s=answer.latency_s, **changes)

@@ -65,11 +65,13 @@ def test_every_scripted_adversary_scores_below_the_best_baseline(scored, name):
 
 
 def test_the_baselines_order_is_the_expected_one(scored):
-    """Echo stores every message verbatim and is never right; the regex clears do-nothing."""
+    """Echo stores every message verbatim and is nearly never right (only where the service
+    refuses the message for holding a credential, which stores nothing, as expected); the regex
+    clears do-nothing."""
     _, baselines, _ = scored
     nothing, regex, echo = (baselines[f"baseline: {n}"]["headline_accuracy"]
                             for n in ("do-nothing", "regex", "echo"))
-    assert echo == 0.0 < nothing < regex
+    assert echo < 0.05 < nothing < regex
 
 
 @pytest.mark.parametrize("name", [*ADVERSARIES, "baseline"])
@@ -91,8 +93,10 @@ def test_doing_nothing_shows_as_no_recall(scored):
 def test_echoing_the_message_shows_as_raw_copies_and_junk(scored):
     models, _, calls = scored
     scores = models["echo"]
-    assert scores["failures"]["raw_message"] == calls
-    assert (scores["junk_rate"], scores["headline_accuracy"]) == (1.0, 0.0)
+    # Every message stored as it came, but those the service refused for holding a credential.
+    assert scores["failures"]["raw_message"] + scores["refused_items"] == calls
+    assert 0 < scores["refused_items"] < 10
+    assert scores["junk_rate"] > 0.9 and scores["headline_accuracy"] < 0.05
 
 
 def test_inverting_the_meaning_shows_as_inverted_rows(scored):

@@ -13,22 +13,26 @@ import redis
 
 from app import redis_connection
 from tests.cluster.conftest import RedisSentinel
-from tests.completions import capture_on, event, outcomes, post_webhook
+from tests.completions import capture_on, event, outcomes, post_webhook, queue_name
 from tests.conftest import WEBHOOK_SECRET, _empty_tables
 from tests.workers import wait_until, worker_processes
 
 pytestmark = pytest.mark.xdist_group("cluster")
 
 
-def _idle(ha: RedisSentinel, pid: int) -> bool:
+def _idle(ha: RedisSentinel, pid: int, queue: str) -> bool:
     """The worker of process `pid` is registered and waits for jobs (its signal handlers are
-    installed by then)."""
-    from rq import Worker
+    installed by then), with nothing left to take: the queue and RQ's intermediate list of it
+    are empty. (A SIGTERM that lands while a job is being popped leaves that job in the
+    intermediate list, run once maintenance finds it: tests/jobs/test_never_blind.py.)"""
+    from rq import Queue, Worker
 
     client = redis_connection.client(ha.url)
     try:
-        return any(w.pid == pid and w.get_state() == "idle"
-                   for w in Worker.all(connection=client))
+        rq_queue = Queue(queue, connection=client)
+        drained = rq_queue.count == 0 and not rq_queue.intermediate_queue.get_job_ids()
+        return drained and any(w.pid == pid and w.get_state() == "idle"
+                               for w in Worker.all(connection=client))
     except redis.ConnectionError:
         return False
     finally:
@@ -48,12 +52,13 @@ def test_idle_workers_stop_on_sigterm_and_the_deliveries_after_them_are_all_lear
         system.add_model("scripted", "scripted-default", base_url=llm.base_url, default=True)
         db.session.remove()
     client = app.test_client()
+    queue = queue_name(app)
     rounds = 3
     for n in range(rounds):
         (tmp_path / f"round-{n}").mkdir()
         with worker_processes(1, tmp_path / f"round-{n}", REDIS_URL=redis_sentinel.url) as (
                 worker,):
-            wait_until(lambda: _idle(redis_sentinel, worker.pid), 60, "an idle worker")
+            wait_until(lambda: _idle(redis_sentinel, worker.pid, queue), 60, "an idle worker")
             worker.send_signal(signal.SIGTERM)
             try:
                 assert worker.wait(timeout=15) == 0, "the worker did not exit on SIGTERM"
