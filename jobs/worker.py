@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import click
@@ -47,6 +48,8 @@ DEFERRALS = "deferrals"
 # with a Redis outage or failover — every 30 s rather than RQ's 10 min (a lock per queue makes
 # it one worker's work).
 MAINTENANCE_INTERVAL_S = 30
+# How much later a job of another installation sharing our namespace is offered again.
+GIVE_BACK_DELAY_S = 10
 # The pause before the worker tries Redis again, doubling up to the longest.
 REDIS_WAIT_S = (1.0, 30.0)
 
@@ -174,7 +177,13 @@ def _give_back(job: Any, queue: Queue, own_id: str) -> None:
                 job.id, job.meta.get("installation"), own_id, owner_queue.name)
     with queue.connection.pipeline() as pipe:
         pipe.lrem(queue.intermediate_queue_key, 1, job.id)
-        owner_queue.enqueue_job(job, pipeline=pipe)
+        if owner_queue.name == queue.name:
+            # One namespace, two installations: its owner takes it from here, and this worker
+            # does not take it straight back.
+            owner_queue.schedule_job(job, now() + timedelta(seconds=GIVE_BACK_DELAY_S),
+                                     pipeline=pipe)
+        else:
+            owner_queue.enqueue_job(job, pipeline=pipe)
         pipe.execute()
 
 
