@@ -194,6 +194,14 @@ def _job_id(namespace: str, event_id: str) -> str:
                                            None).job_id)
 
 
+def _service_finds_the_master(app: Flask) -> bool:
+    with app.app_context():
+        try:
+            return bool(memory_queue().redis.ping())
+        except redis.RedisError:
+            return False
+
+
 def _waits(server: redis.Redis) -> int:
     """How many WAITs this Redis has answered since it started."""
     return int(server.info("commandstats").get("cmdstat_wait", {}).get("calls", 0))
@@ -248,6 +256,9 @@ def test_while_the_promoted_master_has_no_replica_writes_wait_for_none_and_are_c
     wait_until(lambda: redis_sentinel.master_port() == replica, 60, "the replica's promotion")
     promoted = redis_sentinel.redis(replica)
     wait_until(lambda: promoted.role()[0] == b"master", 60, "the replica to become master")
+    # Every Sentinel names the new master before the phase is measured (one that has not yet
+    # answered "no master": a write in between would fail, not wait).
+    wait_until(lambda: _service_finds_the_master(ha_app), 60, "the service to find the master")
     unconfirmed_before = metrics.added("memory_redis_unconfirmed_writes_total")
     waits_before = _waits(promoted)
     alone = writes("alone")
