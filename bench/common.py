@@ -36,6 +36,15 @@ def raw_connection(database: str | None = BENCH_DB) -> pymysql.connections.Conne
                            database=database, charset="utf8mb4", autocommit=True)
 
 
+def insert_memory_rows(cur: Any, rows: list[tuple]) -> None:
+    """Seed `memory_item` with (user_id, scope, project_key, content, source, status,
+    dedup_hash, created_at, updated_at) rows, behind the service's back, in one statement."""
+    cur.executemany(
+        "INSERT INTO memory_item (user_id, scope, project_key, content, source, "
+        "status, dedup_hash, created_at, updated_at) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", rows)
+
+
 def app_env(**extra: str) -> dict[str, str]:
     """Environment for the service processes under test."""
     env = {**os.environ, "DATABASE_URL": BENCH_DATABASE_URL, "REDIS_URL": BENCH_REDIS_URL,

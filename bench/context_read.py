@@ -23,6 +23,7 @@ from bench.common import (
     Load,
     Table,
     gunicorn,
+    insert_memory_rows,
     ratio,
     raw_connection,
     verdict,
@@ -79,10 +80,7 @@ def seed(force: bool = False) -> float:
         for user_id in range(1, USERS + 1):
             batch += _user_rows(user_id, start)
             if len(batch) >= 10_000:
-                cur.executemany(
-                    "INSERT INTO memory_item (user_id, scope, project_key, content, source, "
-                    "status, dedup_hash, created_at, updated_at) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", batch)
+                insert_memory_rows(cur, batch)
                 batch = []
         cur.execute("SET unique_checks = 1")
         cur.execute("ANALYZE TABLE memory_item")

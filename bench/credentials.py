@@ -23,7 +23,15 @@ import time
 import timeit
 
 from app.memory import rules, secrets
-from bench.common import ROOT, VENV_BIN, Table, app_env, ratio, raw_connection
+from bench.common import (
+    ROOT,
+    VENV_BIN,
+    Table,
+    app_env,
+    insert_memory_rows,
+    ratio,
+    raw_connection,
+)
 
 ROWS = 2_000_000
 USERS = 10_000
@@ -109,10 +117,7 @@ def seed(rows: int) -> float:
             batch.append((USER_BASE + i % USERS, "USER", "", content, "AUTO", "ACTIVE",
                           rules.dedup_hash("USER", None, content), at, at))
             if len(batch) == 10_000 or i == rows - 1:
-                cur.executemany(
-                    "INSERT INTO memory_item (user_id, scope, project_key, content, source, "
-                    "status, dedup_hash, created_at, updated_at) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", batch)
+                insert_memory_rows(cur, batch)
                 batch = []
         cur.execute("SET unique_checks = 1")
         return time.perf_counter() - began

@@ -29,6 +29,7 @@ from bench.common import (
     Table,
     app_env,
     fresh_capturing_users,
+    insert_memory_rows,
     llm_stub,
     raw_connection,
     use_stub_model,
@@ -70,9 +71,7 @@ def _seed_machine_rows(user_id: int, count: int) -> None:
         rows.append((user_id, "USER", "", content, "AUTO", "ACTIVE",
                      dedup_hash("USER", "", content), at, at))
     with contextlib.closing(raw_connection()) as conn, conn.cursor() as cur:
-        cur.executemany("INSERT INTO memory_item (user_id, scope, project_key, content, source, "
-                        "status, dedup_hash, created_at, updated_at) "
-                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", rows)
+        insert_memory_rows(cur, rows)
 
 
 def _payload(user_id: int, i: int) -> dict[str, Any]:
