@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Route, expect
 
 from tests.browser.conftest import log_in
 from tests.conftest import Accounts
@@ -75,6 +75,27 @@ def test_project_memory_picks_a_project(page: Page, alice_id: int, store: Store)
     expect(page.locator(".memory-row").first).to_contain_text("项目 · zeta")
     [item] = store.of(alice_id)
     assert (item["scope"], item["projectKey"]) == ("PROJECT", "zeta")
+
+
+def test_a_save_clicked_while_the_project_field_loads_is_not_lost(page: Page, alice_id: int,
+                                                                  store: Store):
+    # A slow server: the project field of a scope change is still on its way when the person
+    # clicks 保存. The save must go, not be dropped as a second request of the form.
+    held: list[Route] = []
+    page.route("**/projects?*", lambda route: held.append(route))
+    _open(page)
+    dialog = _open_dialog(page)
+    dialog.get_by_label("范围").select_option("PROJECT")
+    dialog.get_by_label("范围").select_option("USER")
+    dialog.get_by_label("内容").fill("回答请用中文")
+    dialog.get_by_role("button", name="保存", exact=True).click()
+    expect(dialog).to_be_hidden()
+    expect(page.locator("#toast")).to_contain_text("已新增记忆")
+    assert held, "the project field was not held back: the test did not test"
+    for route in held:
+        route.continue_()
+    [item] = store.of(alice_id)
+    assert (item["content"], item["scope"]) == ("回答请用中文", "USER")
 
 
 def test_refused_memory_keeps_what_was_typed_in_the_dialog(page: Page, alice_id: int,
