@@ -13,7 +13,8 @@ from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app import config as app_config
-from app import database, galera
+from app import galera
+from app.database import engines, pools
 from app.extensions import db, migrate
 from app.jsonbody import RequestJSONProvider
 from app.wire import AsciiIntegerConverter
@@ -42,8 +43,8 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     db.init_app(app)
     migrate.init_app(app, db, directory=MIGRATIONS_DIR)
     with app.app_context():
-        database.guard(db.engine)
-    database.init_app(app, app.config["SQLALCHEMY_ENGINE_OPTIONS"])
+        pools.guard(db.engine)
+    engines.init_app(app, app.config["SQLALCHEMY_ENGINE_OPTIONS"])
     galera.init_app(app)
     _import_models()
 
@@ -109,12 +110,12 @@ def _tune_engine(app: Flask) -> None:
         options.setdefault("isolation_level", "READ COMMITTED")
         from pymysql.constants import CLIENT
 
-        # Multi-statement queries for `database.batch` (a job's journal and outcome in one
+        # Multi-statement queries for `app.database.batches` (a job's journal and outcome in one
         # round trip); FOUND_ROWS is what SQLAlchemy sets by default.
         options["connect_args"] = {"client_flag": CLIENT.MULTI_STATEMENTS | CLIENT.FOUND_ROWS,
                                    **(options.get("connect_args") or {})}
     # The pool would send one more ROLLBACK after each commit: a round trip per unit of work
-    # (counted by the worker bench). `database.prove_idle` sends it only where the connection
+    # (counted by the worker bench). `pools.prove_idle` sends it only where the connection
     # cannot prove that nothing is open.
     options.setdefault("pool_reset_on_return", None)
     app.config["SQLALCHEMY_ENGINE_OPTIONS"] = options

@@ -68,7 +68,7 @@ def upsert(table: sa.Table, dialect_name: str, values: dict[str, Any],
 def prebuilt_upserts(table: sa.Table, columns: Iterable[str],
                      update: Iterable[str] = ()) -> dict[str, Executable]:
     """An upsert per dialect family with a bind parameter per column, built once at import
-    for the hot paths' batches (`app.database`)."""
+    for the hot paths' batches (`app.database.batches`)."""
     values = {name: sa.bindparam(name) for name in columns}
     return {family: upsert(table, family, values, update) for family in DIALECT_FAMILIES}
 

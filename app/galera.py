@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from flask import Flask
 
-from app.database import EXTENSION as HOT_ENGINES
+from app.database.engines import EXTENSION as HOT_ENGINES
 from app.extensions import db
 
 # Bit 1: reads (SELECT, SHOW, BEGIN) wait for the cluster's commits before they start.

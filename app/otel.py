@@ -7,7 +7,7 @@ several). What it traces:
 - every request Flask serves (`opentelemetry-instrumentation-flask`), and the two hot paths,
   which bypass Flask, through the WSGI middleware that instrumentation is built on;
 - every statement (`opentelemetry-instrumentation-sqlalchemy`; `sql_batch` for the several
-  statements `app.database.batch` sends in one round trip past SQLAlchemy) and Redis command
+  statements `app.database.batches` sends in one round trip past SQLAlchemy) and Redis command
   (`opentelemetry-instrumentation-redis`);
 - each job attempt (`process memory`, a consumer span in the trace of the request that enqueued
   it: `inject` puts the context into `job.meta`, `job_span` takes it out);

@@ -84,7 +84,7 @@ def model_call(model: str, base_url: str | None) -> AbstractContextManager[Any]:
 
 
 def sql_batch(connection: Any, texts: Sequence[str]) -> AbstractContextManager[object]:
-    """Around `app.database.batch`'s one round trip of several statements (`texts`, compiled,
+    """Around `app.database.batches`' one round trip of several statements (`texts`, compiled,
     with placeholders), which passes by SQLAlchemy's execution and so by its instrumentation."""
     return nullcontext() if _otel is None else _otel.sql_batch(connection, texts)
 

@@ -26,14 +26,14 @@ from typing import Any
 
 from flask import Flask, current_app
 
-from app.database import Statement, batch_in_session
+from app.database.batches import Read, Written, batch_all
 from app.extensions import db
 
 EXTENSION = "unit_of_work"
 
 # Given the transaction's events: send what must go before its rows, and return the rows to
 # insert, which go in one round trip with every other hook's and the unit of work's own.
-FlushHook = Callable[[Sequence[Any]], list[Statement]]
+FlushHook = Callable[[Sequence[Any]], list[Read[Written]]]
 # Given the transaction's events: a context manager the commit runs inside.
 CommitHook = Callable[[Sequence[Any]], AbstractContextManager[Any]]
 
@@ -65,7 +65,7 @@ _NO_HOOKS = Hooks()
 class UnitOfWork:
     def __init__(self) -> None:
         self.events: list[Any] = []
-        self.rows: list[Statement] = []
+        self.rows: list[Read[Written]] = []
         self._committed = False
 
     def __enter__(self) -> UnitOfWork:
@@ -83,7 +83,7 @@ class UnitOfWork:
     def record(self, event: Any) -> None:
         self.events.append(event)
 
-    def insert(self, row: Statement) -> None:
+    def insert(self, row: Read[Written]) -> None:
         """A row the commit inserts with the journal, in the same round trip (a job's outcome)."""
         self.rows.append(row)
 
@@ -95,7 +95,7 @@ class UnitOfWork:
         rows = [row for hook in self._registered().flush for row in hook(events)] + self.rows
         self.events, self.rows = [], []
         if rows:
-            batch_in_session(*rows)
+            batch_all(db.session.connection(), rows)
 
     def commit(self) -> None:
         events = list(self.events)

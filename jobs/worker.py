@@ -147,7 +147,7 @@ class AppContextMixin:
                                                           job_id_of(job), attempt, job.meta):
                 if self.is_horse:
                     # A horse writes its metrics where its worker's horses do (one file, not
-                    # one per job). Its engines started empty at the fork (app.database).
+                    # one per job). Its engines started empty at the fork (app.database.pools).
                     metrics.as_work_horse()
                 return super().perform_job(job, queue, execution)
         finally:

@@ -25,7 +25,7 @@ from flask_migrate import upgrade
 from app import create_app
 from app.auth import service as accounts
 from app.auth.models import User
-from app.database import batch
+from app.database.batches import batch_all, rows
 from app.db_types import utcnow
 from app.extensions import db
 from tests.redis_server import RedisServer
@@ -524,7 +524,7 @@ BOOKKEEPING_COLUMNS = {"api_token": {"last_used_at"}}
 @functools.cache
 def _snapshot_reads() -> tuple[tuple[str, sa.Select], ...]:
     """One read per table of the schema: its columns but the bookkeeping, in key order. Built
-    once: `batch` compiles a statement once, by identity."""
+    once: a batch compiles a statement once per statement object."""
     reads = []
     for table in db.metadata.sorted_tables:
         skipped = BOOKKEEPING_COLUMNS.get(table.name, set())
@@ -539,7 +539,7 @@ def snapshot(app: Flask) -> dict[str, list[tuple]]:
     left out (see BOOKKEEPING_COLUMNS). All tables in one round trip and one transaction."""
     reads = _snapshot_reads()
     with app.app_context(), db.engine.connect() as conn:
-        found = batch(conn, *((read, {}) for _, read in reads))
+        found = batch_all(conn, [rows(read, {}) for _, read in reads])
     return {name: [tuple(row) for row in rows]
             for (name, _), rows in zip(reads, found, strict=True)}
 

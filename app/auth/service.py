@@ -12,7 +12,7 @@ from werkzeug.security import check_password_hash, generate_password_hash
 
 from app.auth import sessions
 from app.auth.models import ApiToken, Permission, User
-from app.database import retry_conflicts
+from app.database.conflicts import retry_conflicts
 from app.db_types import upsert, utcnow
 from app.extensions import db
 from app.unit_of_work import UnitOfWork

@@ -25,7 +25,7 @@ from flask_login import current_user, login_user, logout_user
 from flask_wtf.csrf import CSRFError, generate_csrf
 
 from app.auth.models import LoginSession, User
-from app.database import retry_conflicts
+from app.database.conflicts import retry_conflicts
 from app.db_types import utcnow
 from app.extensions import csrf, db, login_manager
 from app.security_headers import PUBLIC_ENDPOINTS

@@ -5,7 +5,7 @@ D9), the event row (its unique id makes repeats exact, even concurrent ones) and
 upsert (feeds the projects picker); the job is enqueued before the commit, so when Redis is down
 the request fails and the rollback leaves nothing recorded half-way. The LLM is never called
 here. This is the hot path of every finished task, so it runs prebuilt statements in one batch
-on the webhook's own engine (`app.database`), in a transaction SQLAlchemy opens and ends.
+on the webhook's own engine (`app.database.engines`), in a transaction SQLAlchemy opens and ends.
 
 A delivery that lost a conflict to a concurrent one (two copies of the same event at once can
 deadlock on the event's unique key) is run again: the copy that lost then finds the event and
@@ -21,7 +21,9 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 
 from app.auth.models import INSERT_PLATFORM_USER
-from app.database import batch, hot_engines, retry_conflicts
+from app.database.batches import Rows, batch, read, written
+from app.database.conflicts import retry_conflicts
+from app.database.engines import hot_engines
 from app.db_types import dialect_family, utcnow
 from app.extraction.models import (
     DUPLICATE_EVENT,
@@ -90,17 +92,18 @@ def receive(event: CompletedTask) -> str:
               "received_at": now}
     try:
         with hot_engines().writes.begin() as conn:
-            session = (UPSERT_SESSION[dialect_family(conn.dialect.name)], {
+            session = written(UPSERT_SESSION[dialect_family(conn.dialect.name)], {
                 "id": event.session_id, "user_id": event.user_id,
                 "project_key": event.project_key, "workspace": event.workspace,
                 "session_type": event.session_type, "channel": event.channel,
                 "last_seen_at": now})
             if conn.dialect.insert_returning:
-                decision, _ = batch(conn, (RECORD_EVENT, record), session)
+                decision, _ = batch(conn, read(RECORD_EVENT, record, _decision), session)
             else:
-                _, _, decision = batch(conn, (INSERT_EVENT, record), session,
-                                       (EVENT_DECISION, {"event_id": event.event_id}))
-            reason, known_user = decision[0]
+                _, _, decision = batch(conn, written(INSERT_EVENT, record), session,
+                                       read(EVENT_DECISION, {"event_id": event.event_id},
+                                            _decision))
+            reason, known_user = decision
             if known_user is None:
                 conn.execute(INSERT_PLATFORM_USER, {"id": event.user_id, "created_at": now})
             if reason == ENQUEUED:
@@ -113,6 +116,12 @@ def receive(event: CompletedTask) -> str:
         # committed); the block rolled back.
         return DUPLICATE_EVENT
     return reason
+
+
+def _decision(found: Rows) -> tuple[str, int | None]:
+    """The reason the event row holds, and the user's id when the user is known."""
+    reason, known_user = found[0]
+    return reason, known_user
 
 
 def _event_known(exc: IntegrityError) -> bool:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import certifi
 
 from app import tracing
+from app.database.batches import Read, Row, read
 from app.extensions import db
 from app.system.models import CHOSEN_MODEL, EXTRACTION_MODEL_KEY
 
@@ -88,13 +89,9 @@ class Completion:
     total_tokens: int | None
 
 
-# CHOSEN_MODEL for extraction, as a step of a batch (the job's reads, `pipeline`).
-MODEL_STEP = (CHOSEN_MODEL, {"setting_key": EXTRACTION_MODEL_KEY})
-
-
-def model_from(rows: Sequence[tuple]) -> ChatModel | None:
-    """D10 from MODEL_STEP's rows: the model `memory.extractionModelId` names, else the default;
-    None when neither."""
+def model_from(rows: Sequence[Row]) -> ChatModel | None:
+    """D10 from CHOSEN_MODEL's rows: the model `memory.extractionModelId` names, else the
+    default; None when neither."""
     if not rows:
         return None
     model_id, name, model, base_url, key_env, named, configured = rows[0]
@@ -104,10 +101,14 @@ def model_from(rows: Sequence[tuple]) -> ChatModel | None:
     return ChatModel(model_id, name, model, base_url, key_env)
 
 
+_CHOSEN_VALUES = {"setting_key": EXTRACTION_MODEL_KEY}
+# D10 in a batch (the job's reads, `pipeline`).
+EXTRACTION_MODEL: Read[ChatModel | None] = read(CHOSEN_MODEL, _CHOSEN_VALUES, model_from)
+
+
 def resolve_model() -> ChatModel | None:
     """D10, read now in the caller's session."""
-    statement, params = MODEL_STEP
-    return model_from([tuple(row) for row in db.session.execute(statement, params)])
+    return model_from([tuple(row) for row in db.session.execute(CHOSEN_MODEL, _CHOSEN_VALUES)])
 
 
 def api_key_env(model: ChatModel) -> str:

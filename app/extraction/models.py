@@ -54,7 +54,7 @@ class WebhookEvent(db.Model):
     received_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
 
 
-# The webhook's statements, run in one batch on the webhook's engine (app.database).
+# The webhook's statements, run in one batch on the webhook's engine (app.database.batches).
 #
 # The event row decides its own reason: what D2/D6 decided from the body (`decided`), unless
 # that is `enqueued`; then the user's D9 switch, read by the insert itself, so the row and the
@@ -228,7 +228,7 @@ class ConsolidationState(db.Model):
         return True
 
 
-# When the user's last consolidation started (no row: never), for a batch (app.database).
+# When the user's last consolidation started (no row: never), for a batch (app.database.batches).
 LAST_STARTED = (sa.select(ConsolidationState.last_started_at)
                 .where(ConsolidationState.user_id == sa.bindparam("user_id")))
 

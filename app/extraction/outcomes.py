@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.exc import IntegrityError
 
 from app import metrics
-from app.database import retry_conflicts
+from app.database.batches import written
+from app.database.conflicts import retry_conflicts
 from app.db_types import utcnow
 from app.extraction.llm import ChatModel, why_unusable
 from app.extraction.models import OUTCOME_ROW
@@ -129,7 +130,7 @@ class Outcome:
 
     def stage(self, uow: UnitOfWork) -> None:
         """The row, inserted by `uow`'s commit (with the job's journal, one round trip)."""
-        uow.insert((OUTCOME_ROW, {
+        uow.insert(written(OUTCOME_ROW, {
             "kind": self.kind, "job_id": self.job_id, "event_id": self.event_id,
             "user_id": self.user_id, "session_id": self.session_id, "status": self.status.value,
             "reason": self.reason, "attempts": self.attempts, "model": self.model,

@@ -24,7 +24,9 @@ from typing import Any
 from flask import current_app
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.database import batch, hot_engines, retry_conflicts
+from app.database.batches import batch
+from app.database.conflicts import retry_conflicts
+from app.database.engines import hot_engines
 from app.extraction import llm, parser, prompt, trigger
 from app.extraction.outcomes import Outcome, OutcomeStatus, runnable_model
 from app.extraction.parser import Candidate, FactType
@@ -85,12 +87,12 @@ def _clip(text: str) -> str:
 
 @dataclass(frozen=True)
 class JobReads:
-    """The rows of the job's one batch of reads, each named (`_read`)."""
+    """What the job decides on, read in one batch (`_read`)."""
 
-    switch: list[tuple]  # repository.AUTO_CAPTURE: D9
-    model: list[tuple]  # llm.MODEL_STEP: D10
-    cooldown: list[tuple]  # trigger.cooldown_step: D15
-    sets: list[list[tuple]]  # repository.known_set_steps, per group and set: D13
+    capturing: bool  # D9
+    model: llm.ChatModel | None  # D10
+    cooling_down: bool  # D15
+    known: repository.KnownSets  # D13
 
 
 class InputsUnreadable(Exception):
@@ -103,12 +105,10 @@ class InputsUnreadable(Exception):
 
 @retry_conflicts
 def _read_once(job: ExtractionJob, groups: list[Group]) -> JobReads:
-    decisions = [(repository.AUTO_CAPTURE, {"user_id": job.user_id}), llm.MODEL_STEP,
-                 trigger.cooldown_step(job.user_id)]
     with hot_engines().reads.connect() as conn:
-        switch, model, cooldown, *sets = batch(
-            conn, *decisions, *repository.known_set_steps(job.user_id, groups))
-    return JobReads(switch, model, cooldown, sets)
+        return JobReads(*batch(conn, repository.auto_capture(job.user_id),
+                               llm.EXTRACTION_MODEL, trigger.cooldown(job.user_id),
+                               repository.known_sets(job.user_id, groups)))
 
 
 def _read(job: ExtractionJob, groups: list[Group]) -> JobReads:
@@ -129,7 +129,7 @@ def read_inputs(job: ExtractionJob, outcome: Outcome) -> Inputs | None:
     project_group = None if project_key is None else Group(project_key)
     groups = [USER_GROUP] if project_group is None else [USER_GROUP, project_group]
     reads = _read(job, groups)
-    if not repository.capturing(reads.switch):
+    if not reads.capturing:
         outcome.finish(OutcomeStatus.SKIPPED, "auto_capture_disabled")  # re-checked (D9)
         return None
     user_text, assistant_text = job.user_message or "", job.assistant_message or ""
@@ -139,15 +139,14 @@ def read_inputs(job: ExtractionJob, outcome: Outcome) -> Inputs | None:
     if rules.length(rules.normalize(user_text)) < rules.EXTRACT_MIN_USER_MESSAGE:
         outcome.finish(OutcomeStatus.SKIPPED, "user_message_too_short")  # D11: no LLM call
         return None
-    model = runnable_model(outcome, llm.model_from(reads.model))
+    model = runnable_model(outcome, reads.model)
     if model is None:
         return None
-    comparison, dismissed = repository.known_sets(groups, reads.sets)
+    comparison, dismissed = reads.known
     messages = prompt.build_messages(project_key=project_key, comparison=comparison,
                                      dismissed=dismissed, user_message=_clip(user_text),
                                      assistant_message=_clip(assistant_text))
-    return Inputs(model, project_group, comparison, dismissed, messages,
-                  trigger.cooling_down(job.user_id, reads.cooldown))
+    return Inputs(model, project_group, comparison, dismissed, messages, reads.cooling_down)
 
 
 # What `ask_model` calls for the completion: `llm.complete` in every job. The quality bench

@@ -28,7 +28,7 @@ from flask import current_app
 from redis.exceptions import RedisError
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
-from app.database import is_conflict
+from app.database.conflicts import is_conflict
 from app.extraction import consolidation, llm, parser, pipeline, trigger
 from app.extraction.llm import LlmError, LlmTransientError
 from app.extraction.models import JobOutcome

@@ -22,10 +22,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Sequence
 from datetime import timedelta
-from typing import Any
 
-import sqlalchemy as sa
-
+from app.database.batches import Read, Row, read
 from app.db_types import utcnow
 from app.extraction.consolidation import ConsolidationJob
 from app.extraction.models import LAST_STARTED, ConsolidationState
@@ -58,14 +56,14 @@ def may_be_due(active: int | None) -> bool:
     return active is None or active > smallest
 
 
-def cooldown_step(user_id: int) -> tuple[sa.Select, dict[str, Any]]:
-    """The read `cooling_down` decides on, as a step of the job's batch of reads."""
-    return LAST_STARTED, {"user_id": user_id}
+def cooldown(user_id: int) -> Read[bool]:
+    """`cooling_down`, as a read of the job's batch."""
+    return read(LAST_STARTED, {"user_id": user_id}, lambda rows: cooling_down(user_id, rows))
 
 
-def cooling_down(user_id: int, rows: Sequence[tuple]) -> bool:
-    """From `cooldown_step`'s rows: whether the user's last consolidation started less than a
-    day ago, which spares most extractions the counts below (`after_extraction`'s claim still
+def cooling_down(user_id: int, rows: Sequence[Row]) -> bool:
+    """Whether the user's last consolidation (LAST_STARTED's rows) started less than a day ago,
+    which spares most extractions the counts below (`after_extraction`'s claim still
     decides)."""
     cooling = ConsolidationState.cooling_down(rows, utcnow(), COOLDOWN)
     if cooling:

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import aliased
 
 from app.auth.models import User
-from app.database import retry_conflicts
+from app.database.conflicts import retry_conflicts
 from app.db_types import iso, utcnow
 from app.extensions import db
 from app.memory.models import MemoryAccess

@@ -17,7 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from app.database import Statement
+from app.database.batches import Read, Written, written
 from app.db_types import iso
 from app.extensions import db
 from app.memory.events import Changed, Deleted, Event, EventType
@@ -50,18 +50,18 @@ def purge(events: Sequence[Event]) -> set[int]:
     return deleted
 
 
-def flush_rows(events: Sequence[Event]) -> list[Statement]:
+def flush_rows(events: Sequence[Event]) -> list[Read[Written]]:
     """The unit of work's flush hook: the journal of what deleted memories leave is deleted now,
     and the rows of the other changes are returned, to go with the transaction's other rows."""
     return rows(events, purge(events))
 
 
-def rows(events: Sequence[Event], deleted: Collection[int]) -> list[Statement]:
+def rows(events: Sequence[Event], deleted: Collection[int]) -> list[Read[Written]]:
     """The journal rows of one transaction's changes, but of memories it deleted."""
-    return [(JOURNAL_ROW, {"memory_id": e.memory_id, "user_id": e.user_id,
-                           "type": e.type.value, "actor": e.actor.value,
-                           "session_id": e.session_id, "before": _stored_before(e),
-                           "after": e.after, "at": e.at})
+    return [written(JOURNAL_ROW, {"memory_id": e.memory_id, "user_id": e.user_id,
+                                   "type": e.type.value, "actor": e.actor.value,
+                                   "session_id": e.session_id, "before": _stored_before(e),
+                                   "after": e.after, "at": e.at})
             for e in events if isinstance(e, Changed) and e.memory_id not in deleted]
 
 

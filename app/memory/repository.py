@@ -17,7 +17,9 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 
 from app.auth.models import User
-from app.database import Statement, batch, batch_in_session, hot_engines, retry_conflicts
+from app.database.batches import Read, Row, Rows, Written, batch, read, rows, written
+from app.database.conflicts import retry_conflicts
+from app.database.engines import hot_engines
 from app.db_types import upsert
 from app.extensions import db
 from app.memory.models import MemoryItem, UserMemoryPreference
@@ -43,7 +45,7 @@ def machine_made() -> sa.ColumnElement[bool]:
     merge (D13-D15). A MANUAL row is never one of them.
 
     Equalities rather than IN: an IN list is expanded when the statement runs, which the raw
-    batches' statements, compiled once (app.database), cannot do."""
+    batches' statements, compiled once (app.database.batches), cannot do."""
     return sa.or_(*(MemoryItem.source == source.value for source in MACHINE_SOURCES))
 
 
@@ -147,12 +149,19 @@ def lock_and_count(user_id: int, displacing_for: tuple[Group, str] | None = None
     others committed — in one round trip. With `displacing_for` (a group and the digest of words
     about to go into a pool expected to be full), the same round trip also brings what
     `wording_and_stalest` would find for them with nothing excluded."""
-    steps = [(LOCK_USER, {"user_id": user_id}), (COUNT_ACTIVE, {"user_id": user_id})]
-    if displacing_for is not None:
-        steps += _displacement_steps(user_id, *displacing_for, excluding=0)
-    _, count, *displacement = batch_in_session(*steps)
-    return ((count[0][0] if count else 0),
-            (_displacement(displacement, ()) if displacement else None))
+    connection = db.session.connection()
+    lock = written(LOCK_USER, {"user_id": user_id})
+    count = read(COUNT_ACTIVE, {"user_id": user_id}, _first_value)
+    if displacing_for is None:
+        _, active = batch(connection, lock, count)
+        return active, None
+    _, active, displacement = batch(connection, lock, count,
+                                    _displacement(user_id, *displacing_for, exclude_ids=()))
+    return active, displacement
+
+
+def _first_value(found: Rows) -> int:
+    return int(found[0][0]) if found else 0
 
 
 # ---- lists ----------------------------------------------------------------------------------
@@ -198,7 +207,7 @@ def project_keys_in_use(user_id: int) -> list[str]:
 
 
 # ---- injection (seed §5.2) ------------------------------------------------------------------
-# Run on the read engine (app.database): this is the read every new agent session waits for.
+# Run on the read engine (app.database.engines): this is the read every new agent session waits for.
 
 _INJECT_COLUMNS = (MemoryItem.scope, MemoryItem.project_key, MemoryItem.content)
 
@@ -221,17 +230,17 @@ INJECTED_PROJECT_IDS = _injected(MemoryItem.id, project=True)
 
 
 @retry_conflicts
-def injection_rows(user_id: int, project_key: str | None) -> list[tuple]:
+def injection_rows(user_id: int, project_key: str | None) -> Rows:
     """(scope, project_key, content) to inject: PROJECT rows first, then USER, newest first.
     Both reads in one round trip of the read engine (autocommit: no transaction to end), read
     again on a fresh connection when the pooled one turned out dead (a database restart)."""
     with hot_engines().reads.connect() as conn:
         if project_key is None:
-            (user,) = batch(conn, (INJECT_USER_ROWS, {"user_id": user_id}))
+            (user,) = batch(conn, rows(INJECT_USER_ROWS, {"user_id": user_id}))
             return user
         project, user = batch(
-            conn, (INJECT_PROJECT_ROWS, {"user_id": user_id, "project_key": project_key}),
-            (INJECT_USER_ROWS, {"user_id": user_id}))
+            conn, rows(INJECT_PROJECT_ROWS, {"user_id": user_id, "project_key": project_key}),
+            rows(INJECT_USER_ROWS, {"user_id": user_id}))
         return project + user
 
 
@@ -305,25 +314,32 @@ _DISMISSED = {project: _group_rows((MemoryItem.content, MemoryItem.updated_at, M
               for project in (False, True)}
 
 
-def known_set_steps(user_id: int, groups: Sequence[Group]) -> list[Statement]:
-    """The reads of what extraction shows the model (D13), as steps of one batch: an index
-    range scan per group and set. (One UNION ALL of them measured nearly twice as slow on
-    MariaDB, the derived tables materialized.) `known_sets` reads their rows."""
-    return [(statements[group.project_key is not None], _group_params(user_id, group))
-            for statements in (_COMPARISON, _DISMISSED) for group in groups]
+class KnownSets(NamedTuple):
+    """What extraction shows the model (D13)."""
+
+    comparison: list[Known]  # each group's rows, newest first
+    dismissed: list[str]  # the contents of the groups' newest DISMISSED rows, at most
+    # NEGATIVE_SET_MAX in all
 
 
-def known_sets(groups: Sequence[Group], results: Sequence[Sequence[tuple]]
-               ) -> tuple[list[Known], list[str]]:
-    """From the rows of `known_set_steps`: the comparison set — each group's rows newest first —
-    and the negative set — the contents of the newest DISMISSED rows of the groups, at most
-    NEGATIVE_SET_MAX in all."""
-    comparison = [Known(row[0], group, row[1], row[2])
-                  for group, rows in zip(groups, results[:len(groups)], strict=True)
-                  for row in rows]
-    dismissed = sorted((row for rows in results[len(groups):] for row in rows),
-                       key=lambda row: (row[1], row[2]), reverse=True)
-    return comparison, [row[0] for row in dismissed[:NEGATIVE_SET_MAX]]
+def known_sets(user_id: int, groups: Sequence[Group]) -> Read[KnownSets]:
+    """The comparison and negative sets of `groups`, as one read of a batch: an index range
+    scan per group and set. (One UNION ALL of them measured nearly twice as slow on MariaDB,
+    the derived tables materialized.)"""
+    comparisons = [(_COMPARISON[group.project_key is not None], _group_params(user_id, group))
+                   for group in groups]
+    dismissals = [(_DISMISSED[group.project_key is not None], _group_params(user_id, group))
+                  for group in groups]
+
+    def decode(results: Sequence[Rows]) -> KnownSets:
+        compared, dismissed = results[:len(groups)], results[len(groups):]
+        comparison = [Known(row[0], group, row[1], row[2])
+                      for group, found in zip(groups, compared, strict=True) for row in found]
+        newest = sorted((row for found in dismissed for row in found),
+                        key=lambda row: (row[1], row[2]), reverse=True)
+        return KnownSets(comparison, [row[0] for row in newest[:NEGATIVE_SET_MAX]])
+
+    return Read((*comparisons, *dismissals), decode)
 
 
 # ---- group sizes and consolidation inputs (D14, D15) ----------------------------------------
@@ -358,8 +374,8 @@ def machine_rows(user_id: int, group: Group, ids: Collection[int] | None = None,
     query = (sa.select(MemoryItem.id, MemoryItem.content, MemoryItem.dedup_hash,
                        MemoryItem.created_at, MemoryItem.updated_at, MemoryItem.version)
              .where(*conditions).order_by(*NEWEST_FIRST))
-    rows = db.session.execute(query.with_for_update() if for_update else query)
-    return [MachineRow(*row) for row in rows]
+    found = db.session.execute(query.with_for_update() if for_update else query)
+    return [MachineRow(*row) for row in found]
 
 
 # A group's oldest-updated machine-made ACTIVE rows, the first `n`, locked: D14's candidates.
@@ -370,18 +386,19 @@ _STALEST = {project: (sa.select(MemoryItem.id)
             for project in (False, True)}
 
 
-def _displacement_steps(user_id: int, group: Group, digest: str, *, excluding: int
-                        ) -> list[Statement]:
-    return [(BY_HASH, {"user_id": user_id, "digest": digest}),
-            (_STALEST[group.project_key is not None],
-             {**_group_params(user_id, group), "n": excluding + 1})]
+def _displacement(user_id: int, group: Group, digest: str, exclude_ids: Collection[int]
+                  ) -> Read[Displacement]:
+    """`wording_and_stalest` as a read of a batch."""
+    same_words = (BY_HASH, {"user_id": user_id, "digest": digest})
+    stalest = (_STALEST[group.project_key is not None],
+               {**_group_params(user_id, group), "n": len(exclude_ids) + 1})
 
+    def decode(results: Sequence[Rows]) -> Displacement:
+        wording, oldest = results
+        stale = next((row[0] for row in oldest if row[0] not in exclude_ids), None)
+        return Displacement(Wording(*wording[0]) if wording else None, stale)
 
-def _displacement(results: Sequence[Sequence[tuple]], exclude_ids: Collection[int]
-                  ) -> Displacement:
-    wording, stalest = results
-    stale = next((row[0] for row in stalest if row[0] not in exclude_ids), None)
-    return Displacement(Wording(*wording[0]) if wording else None, stale)
+    return Read((same_words, stalest), decode)
 
 
 def wording_and_stalest(user_id: int, group: Group, digest: str,
@@ -389,8 +406,8 @@ def wording_and_stalest(user_id: int, group: Group, digest: str,
     """Before an insert into a full pool (D14), in one round trip: the row that already says
     `digest`, if any, and the id of the group's oldest-updated machine-made ACTIVE row not in
     `exclude_ids` (rows the run has just written or confirmed), locked until the commit."""
-    steps = _displacement_steps(user_id, group, digest, excluding=len(exclude_ids))
-    return _displacement(batch_in_session(*steps), exclude_ids)
+    (found,) = batch(db.session.connection(), _displacement(user_id, group, digest, exclude_ids))
+    return found
 
 
 # ---- writes ---------------------------------------------------------------------------------
@@ -413,20 +430,26 @@ DEMOTE = (sa.update(MemoryItem)
 
 
 def _new_row(user_id: int, group: Group, content: str, digest: str, source: Source,
-             session_id: int | None, created_at: datetime, updated_at: datetime) -> Statement:
-    return INSERT_ITEM, {"user_id": user_id, "scope": group.scope.value,
-                         "project_key": group.key, "content": content, "source": source.value,
-                         "status": Status.ACTIVE.value, "dedup_hash": digest,
-                         "origin_session_id": session_id, "created_at": created_at,
-                         "updated_at": updated_at}
+             session_id: int | None, created_at: datetime, updated_at: datetime
+             ) -> Read[Written]:
+    return written(INSERT_ITEM, {
+        "user_id": user_id, "scope": group.scope.value, "project_key": group.key,
+        "content": content, "source": source.value, "status": Status.ACTIVE.value,
+        "dedup_hash": digest, "origin_session_id": session_id, "created_at": created_at,
+        "updated_at": updated_at})
+
+
+def _inserted_id(inserted: Written) -> int:
+    assert inserted.lastrowid is not None  # an INSERT into a table with an AUTO_INCREMENT id
+    return inserted.lastrowid
 
 
 def insert(user_id: int, group: Group, content: str, digest: str, *, source: Source,
            session_id: int | None, created_at: datetime, updated_at: datetime) -> int:
     """A new ACTIVE row; its id. IntegrityError when the user has these words already."""
-    (inserted,) = batch_in_session(_new_row(user_id, group, content, digest, source, session_id,
-                                      created_at, updated_at))
-    return inserted[0][1]
+    (inserted,) = batch(db.session.connection(), _new_row(
+        user_id, group, content, digest, source, session_id, created_at, updated_at))
+    return _inserted_id(inserted)
 
 
 def insert_and_demote(user_id: int, group: Group, content: str, digest: str, *,
@@ -434,10 +457,11 @@ def insert_and_demote(user_id: int, group: Group, content: str, digest: str, *,
     """A new AUTO row and, only if it went in, the D14 demotion of `stale_id` (an ACTIVE row
     becomes DISMISSED), in one round trip: the new row's id, and whether the other was still
     ACTIVE. IntegrityError (nothing demoted) when the user has these words already."""
-    inserted, demoted = batch_in_session(
+    inserted, demoted = batch(
+        db.session.connection(),
         _new_row(user_id, group, content, digest, Source.AUTO, session_id, now, now),
-        (DEMOTE, {"item_id": stale_id, "owner_id": user_id, "now": now}))
-    return inserted[0][1], demoted[0][0] == 1
+        written(DEMOTE, {"item_id": stale_id, "owner_id": user_id, "now": now}))
+    return _inserted_id(inserted), demoted.rowcount == 1
 
 
 def _update(user_id: int, item_id: int, conditions: Iterable[Any], **values: Any) -> bool:
@@ -505,9 +529,14 @@ AUTO_CAPTURE = (sa.select(UserMemoryPreference.auto_capture_enabled)
                 .where(UserMemoryPreference.user_id == sa.bindparam("user_id")))
 
 
-def capturing(rows: Sequence[tuple]) -> bool:
+def capturing(found: Sequence[Row]) -> bool:
     """The switch from AUTO_CAPTURE's rows: no row means OFF."""
-    return bool(rows and rows[0][0])
+    return bool(found and found[0][0])
+
+
+def auto_capture(user_id: int) -> Read[bool]:
+    """The D9 switch, as a read of a batch."""
+    return read(AUTO_CAPTURE, {"user_id": user_id}, capturing)
 
 
 # The D9 switch of the bound `user_id` as a condition, for a statement that decides by it in

@@ -16,7 +16,7 @@ from flask import current_app
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.exc import StaleDataError
 
-from app.database import retry_conflicts
+from app.database.conflicts import retry_conflicts
 from app.db_types import utcnow
 from app.errors import DuplicateContent, InvalidInput, MemoryNotFound
 from app.memory import context, journal, repository, rules

@@ -71,5 +71,5 @@ def _chosen_model() -> sa.Select:
 
 # The model a setting names, else the default (D10), in one round trip: at most one row of
 # (id, name, model, base_url, api_key_env, whether it is the one named, the setting's value).
-# A module-level statement, so it can go in a batch (app.database).
+# A module-level statement, so it can go in a batch (app.database.batches).
 CHOSEN_MODEL = _chosen_model()

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import sqlalchemy as sa
 
-from app.database import retry_conflicts
+from app.database.conflicts import retry_conflicts
 from app.errors import InvalidInput, NotEditable, UnknownModel
 from app.extensions import db
 from app.system.models import EXTRACTION_MODEL_KEY, LlmModel, SystemSetting

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from flask import Flask
 from sqlalchemy.exc import OperationalError
 
-from app.database import hot_engines
+from app.database.engines import hot_engines
 from app.db_types import utcnow
 from app.errors import DomainError
 from app.extensions import db

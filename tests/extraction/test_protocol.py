@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
+from app.database.batches import rows
 from app.db_types import utcnow
 from app.extraction.prompt import NO_PROJECT
 from app.memory import repository, rules
@@ -354,9 +355,9 @@ def test_a_job_that_cannot_read_its_comparison_set_never_asks_the_model(
     records the reason. The failure is injected at our own query — the sets' reads name a table
     the server does not have, so MariaDB itself refuses them; RQ and openai are real."""
     def unavailable(user_id, groups):
-        return [(MISSING_TABLE, {"user_id": user_id})]
+        return rows(MISSING_TABLE, {"user_id": user_id})
 
-    monkeypatch.setattr(repository, "known_set_steps", unavailable)
+    monkeypatch.setattr(repository, "known_sets", unavailable)
     app.config["MEMORY_RETRY_DELAYS_S"] = (0,)
     active = memories.add(USER_ID, FACT, source="AUTO")
     before = memories.get(active)

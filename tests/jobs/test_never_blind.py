@@ -10,7 +10,7 @@ import os
 
 import sqlalchemy as sa
 
-from app.database import hot_engines
+from app.database.engines import hot_engines
 from app.extensions import db
 from tests.completions import USER_ID, capture_on, event, outcomes
 from tests.conftest import TEST_DATABASE_URL, assert_ok

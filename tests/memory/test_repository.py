@@ -7,7 +7,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from app import database
+from app.database import batches
 from app.db_types import utcnow
 from app.extensions import db
 from app.memory import journal, repository, rules
@@ -60,18 +60,16 @@ def captured_selects(monkeypatch, table: str = "memory_item") -> Iterator[list[t
         if statement.lstrip().startswith("SELECT") and table in statement:
             captured.append((statement, parameters))
 
-    batch = database.batch
+    run = batches.run
 
-    def recording_batch(connection, *statements):
-        for statement, params in statements:
-            statement_sql = database.compiled(statement, connection.dialect)
-            captured.append((statement_sql.sql, {**statement_sql.defaults, **params}))
-        return batch(connection, *statements)
+    def recording_run(connection, steps):
+        for statement, values in steps:
+            found = batches.compiled(statement, connection.dialect)
+            captured.append((found.sql, {**found.defaults, **values}))
+        return run(connection, steps)
 
-    monkeypatch.setattr(database, "batch", recording_batch)
-    for module in ("app.memory.repository", "app.extraction.pipeline",
-                   "app.extraction.intake"):
-        monkeypatch.setattr(f"{module}.batch", recording_batch)
+    # Every batch sends through `run`.
+    monkeypatch.setattr(batches, "run", recording_run)
     sa.event.listen(db.engine, "before_cursor_execute", grab)
     try:
         yield captured

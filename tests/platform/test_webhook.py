@@ -228,7 +228,7 @@ def test_the_event_row_keeps_the_answer(app, webhook, monkeypatch, fields, switc
                                         insert_returning):
     from app.auth.models import User
     from app.auth.service import ensure_user
-    from app.database import hot_engines
+    from app.database.engines import hot_engines
 
     with app.app_context():
         ensure_user(USER_ID)

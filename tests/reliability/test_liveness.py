@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from pymysql.err import OperationalError as PyMySQLOperationalError
 from rq import Worker
 
-from app import database
+from app.database import batches, conflicts, engines, pools
 from app.platform import client
 from tests.completions import USER_ID, capture_on, event, outcomes
 from tests.conftest import (
@@ -83,11 +83,11 @@ def _conflict(number: int) -> sa.exc.OperationalError:
     return sa.exc.OperationalError("COMMIT", None, PyMySQLOperationalError(number, "conflict"))
 
 
-@pytest.mark.parametrize("number", [database.DEADLOCK, database.LOCK_WAIT_TIMEOUT])
+@pytest.mark.parametrize("number", [conflicts.DEADLOCK, conflicts.LOCK_WAIT_TIMEOUT])
 def test_a_conflict_is_run_again_at_most_twice(number):
     calls = []
 
-    @database.retry_conflicts
+    @conflicts.retry_conflicts
     def work(fail_times: int) -> str:
         calls.append(1)
         if len(calls) <= fail_times:
@@ -104,7 +104,7 @@ def test_a_conflict_is_run_again_at_most_twice(number):
 def test_another_database_error_is_not_run_again():
     calls = []
 
-    @database.retry_conflicts
+    @conflicts.retry_conflicts
     def work() -> None:
         calls.append(1)
         raise _conflict(1146)  # no such table
@@ -133,18 +133,18 @@ class FakeRecord:
 
 
 def _reset(driver, record, *, reset_by_sqlalchemy: bool = False) -> int:
-    database.prove_idle(driver, record, sa.pool.PoolResetState(
+    pools.prove_idle(driver, record, sa.pool.PoolResetState(
         transaction_was_reset=reset_by_sqlalchemy, terminate_only=False, asyncio_safe=True))
     return driver.rollbacks
 
 
 RESETS = {
-    "committed, the server says idle": (False, {database.ENDED: True}, False, 0),
-    "begun and never ended": (False, {database.ENDED: False}, False, 1),
-    "a statement failed": (False, {database.ENDED: True, database.FAILED: True}, False, 1),
-    "the server says a transaction is open": (True, {database.ENDED: True}, False, 1),
-    "rolled back by SQLAlchemy on close": (True, {database.ENDED: False}, True, 0),
-    "rolled back by SQLAlchemy, after a failure": (True, {database.FAILED: True}, True, 1),
+    "committed, the server says idle": (False, {pools.ENDED: True}, False, 0),
+    "begun and never ended": (False, {pools.ENDED: False}, False, 1),
+    "a statement failed": (False, {pools.ENDED: True, pools.FAILED: True}, False, 1),
+    "the server says a transaction is open": (True, {pools.ENDED: True}, False, 1),
+    "rolled back by SQLAlchemy on close": (True, {pools.ENDED: False}, True, 0),
+    "rolled back by SQLAlchemy, after a failure": (True, {pools.FAILED: True}, True, 1),
 }
 
 
@@ -160,10 +160,11 @@ def test_a_connection_is_given_back_without_a_rollback_only_when_it_proves_it_id
 def test_a_failed_batch_leaves_no_transaction_open(app):
     """A failed INSERT opens a transaction (and keeps its locks) though nothing succeeded."""
     with app.app_context():
-        engine = database.hot_engines().writes
+        engine = engines.hot_engines().writes
         with engine.connect() as conn:
             with pytest.raises(sa.exc.DBAPIError):
-                database.batch(conn, (sa.text("INSERT INTO no_such_table VALUES (1)"), {}))
+                batches.batch(conn, batches.written(
+                    sa.text("INSERT INTO no_such_table VALUES (1)"), {}))
         with engine.connect() as conn:  # the same pooled connection, given back and taken
             assert conn.exec_driver_sql("SELECT @@in_transaction").scalar() == 0
             conn.rollback()

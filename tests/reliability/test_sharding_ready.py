@@ -6,7 +6,7 @@ on user_id, docs/scaling.md) and every statement and transaction goes to one sha
 that only mentions the id somewhere (in a string, in another column) is not routed by it.
 
 The SQL is captured where every path meets: pymysql's cursor, which both the ORM and the raw
-batches of `app.database` (which bypass SQLAlchemy's cursor events) send through. Commit and
+batches of `app.database.batches` (which bypass SQLAlchemy's cursor events) send through. Commit and
 rollback end a transaction; a statement on an autocommit connection is one on its own."""
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> Iterator[Capture]:
 
     def _query(cursor: Any, sql: str) -> Any:
         text = sql.decode("utf-8", "replace") if isinstance(sql, bytes) else sql
-        # A raw batch is several statements joined by ";\n" (`database.batch`).
+        # A raw batch is several statements joined by ";\n" (`app.database.batches.run`).
         for statement in text.split(";\n"):
             capture.statement(cursor.connection, statement)
         return query(cursor, sql)
