@@ -19,7 +19,7 @@ from gunicorn.glogging import Logger
 load_dotenv()
 
 from app import logs  # noqa: E402
-from app.config import ConfigurationError  # noqa: E402
+from app.misconfigured import ConfigurationError  # noqa: E402
 
 CHECKOUT = Path(__file__).resolve().parent
 INSTANCE = CHECKOUT / "instance"
@@ -64,17 +64,17 @@ def on_starting(server: object) -> None:
     answers 503 until it answers); then the installation's metrics directory is cleaned of
     earlier runs' files, as prometheus-client's multiprocess mode requires — by the master
     only, never by a worker, whose siblings are already counting."""
-    from app import MIGRATIONS_DIR, config, startup
+    from app import config, startup
 
     try:
         settings = config.from_environment(str(INSTANCE))
-    except config.ConfigurationError as exc:
+    except ConfigurationError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         sys.exit(1)
     INSTANCE.mkdir(exist_ok=True)
 
     log = logging.getLogger("app.startup")
-    for dependency, line in startup.unreachable_dependencies(settings, MIGRATIONS_DIR):
+    for dependency, line in startup.unreachable_dependencies(settings, config.MIGRATIONS_DIR):
         log.error("event=startup.dependency_unreachable dependency=%s message=%s", dependency,
                   logs.quoted(line))
 

@@ -12,7 +12,7 @@ load_dotenv()
 
 import jobs  # noqa: E402
 from app import create_app, logs, startup  # noqa: E402
-from app.config import ConfigurationError  # noqa: E402
+from app.misconfigured import ConfigurationError  # noqa: E402
 
 if os.environ.get("FLASK_RUN_FROM_CLI"):
     # `flask --app wsgi …`: a database or Redis that does not answer ends a command in one line.

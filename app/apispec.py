@@ -36,6 +36,7 @@ from app.schemas import Envelope, Error
 # templates instead.
 _hide_offapi = "offapi" not in sys.modules
 if _hide_offapi:
+    # None in sys.modules is Python's documented "import fails"; typeshed types it as a module.
     sys.modules["offapi"] = None  # type: ignore[assignment]
 try:
     from spectree import Response, SpecTree
@@ -180,6 +181,7 @@ def described(view: V, **doc: Any) -> V:
         """Never called: only read for the document."""
 
     stand_in.__name__, stand_in.__doc__ = view.__name__, view.__doc__
+    # spectree reads the document from `__wrapped__`; a view function declares no such attribute.
     view.__wrapped__ = api.validate(skip_validation=True, **doc)(stand_in)  # type: ignore[attr-defined]
     return view
 
@@ -196,7 +198,8 @@ bp = Blueprint("openapi", __name__)
 
 
 # The files of Swagger UI that spectree's offline extra (the offapi package) bundles, by name.
-# Found without importing offapi (its import is what builds the templates).
+# Found without importing offapi (its import is what builds the templates); the package is a
+# dependency, so its spec and search locations exist (typed as optional).
 SWAGGER_UI_FILES = Path(find_spec("offapi").submodule_search_locations[0])  # type: ignore[union-attr,index]
 DOCS_ASSETS = {"swagger_bundle.js": "text/javascript", "swagger_preset.js": "text/javascript",
                "swagger_style.css": "text/css"}

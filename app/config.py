@@ -17,6 +17,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from app import redis_connection
+from app.misconfigured import ConfigurationError
 
 log = logging.getLogger(__name__)
 
@@ -26,13 +27,10 @@ DEFAULT_RETRY_DELAYS_S = (5, 30, 120)
 DEFAULT_SESSION_HOURS = 12
 
 CommaList = Annotated[tuple[str, ...], NoDecode]
+# The schema's Alembic scripts (the factory's Flask-Migrate, start-up's checks).
+MIGRATIONS_DIR = str(Path(__file__).resolve().parent.parent / "migrations")
 DATABASE_URL_EXAMPLE = "mysql+pymysql://USER:PASSWORD@HOST:3306/DATABASE?charset=utf8mb4"
 REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel")
-
-
-class ConfigurationError(Exception):
-    """A variable of the environment that the service cannot start with: the message is one
-    line that names the variable (and never repeats a secret's value)."""
 
 
 # What each unset platform secret leaves closed (SPEC §2).

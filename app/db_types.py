@@ -46,6 +46,14 @@ def dialect_family(dialect_name: str) -> str:
     return "sqlite" if dialect_name == "sqlite" else "mysql"
 
 
+def table_of(model: type[Any]) -> sa.Table:
+    """The table a model maps. SQLAlchemy types `__table__` as any FROM clause (a class may map
+    a join or a SELECT); every model here maps one table."""
+    table = model.__table__
+    assert isinstance(table, sa.Table)
+    return table
+
+
 def upsert(table: sa.Table, dialect_name: str, values: dict[str, Any],
            update: Iterable[str] = ()) -> Executable:
     """INSERT that, when the primary key exists, updates the `update` columns instead (or does

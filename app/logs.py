@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
-from app.config import ConfigurationError
+from app.misconfigured import ConfigurationError
 
 FORMAT_VARIABLE = "MEMORY_LOG_FORMAT"
 FORMATS = ("text", "json")

@@ -35,7 +35,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
-from app.config import ConfigurationError
+from app.misconfigured import ConfigurationError
 
 DEFAULT_SERVICE_NAME = "memory-service"
 QUEUE = "memory"

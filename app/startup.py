@@ -31,7 +31,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
 
-from app.config import ConfigurationError
+from app.misconfigured import ConfigurationError
 
 UPGRADE_HINT = "run: flask --app wsgi db upgrade"
 # Driver errors that mean "the schema is not there": MySQL/MariaDB 1146 (no such table),
@@ -225,6 +225,7 @@ def with_start_checks(command: click.Command, *, needs_redis: bool,
     @functools.wraps(original)
     @with_appcontext
     def checked(*args: object, **kwargs: object) -> object:
+        # Werkzeug's documented way to the object behind a proxy; the proxy's type hides it.
         app = current_app._get_current_object()  # type: ignore[attr-defined]
         if not needs_redis or app.config.get("REDIS_URL"):
             check_start(app, needs_redis=needs_redis, redis_required=redis_required(**kwargs))

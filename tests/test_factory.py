@@ -5,7 +5,8 @@ import logging
 import pytest
 
 from app import create_app
-from app.config import DEV_SECRET_KEY, ConfigurationError
+from app.config import DEV_SECRET_KEY
+from app.misconfigured import ConfigurationError
 from app.platform import credentials
 from tests.completions import event, post_webhook
 from tests.conftest import TEST_DATABASE_URL

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, aliased, mapped_column
 
 from app.db_types import BigId, Timestamp, utcnow
-from app.extensions import db
+from app.extensions import Model, db
 from app.keys import ID_MAX
 
 user_permission = sa.Table(
@@ -21,7 +21,7 @@ user_permission = sa.Table(
 )
 
 
-class Permission(db.Model):
+class Permission(Model):
     __tablename__ = "permission"
 
     id: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
@@ -34,7 +34,7 @@ class Permission(db.Model):
         return db.session.scalar(sa.select(cls).where(cls.code == code))
 
 
-class User(db.Model):
+class User(Model):
     """A person of the platform; `id` is the platform's own user id.
 
     Also Flask-Login's user, with the alternative-id pattern: `get_id()` is the id of the login
@@ -139,7 +139,7 @@ INSERT_PLATFORM_USER = (
     .prefix_with("IGNORE", dialect="mysql").prefix_with("OR IGNORE", dialect="sqlite"))
 
 
-class ApiToken(db.Model):
+class ApiToken(Model):
     """A personal API token; only its SHA-256 is stored, and its first 8 characters to tell it
     apart in a listing."""
 
@@ -170,7 +170,7 @@ class ApiToken(db.Model):
                                        .order_by(cls.id)))
 
 
-class LoginSession(db.Model):
+class LoginSession(Model):
     """A browser login, until it ends (logout, password change, account disabled) or
     expires. The cookie carries its id; only the id's SHA-256 is stored."""
 

@@ -54,6 +54,7 @@ class CookieSessions(SecureCookieSessionInterface):
 def init_app(app: Flask) -> None:
     app.session_interface = CookieSessions()
     # What LoginManager.init_app does, less its after_request hook (see the module docstring).
+    # The attribute Flask-Login looks the manager up by; Flask does not declare it.
     app.login_manager = login_manager  # type: ignore[attr-defined]
     login_manager.user_loader(load)
     # What CSRFProtect.init_app would set, less its before_request hook; the token's lifetime
@@ -69,6 +70,7 @@ def init_app(app: Flask) -> None:
 
 def logged_in_user() -> User | None:
     """The user of the browser session, while its login session lasts (one query)."""
+    # `current_user` is a proxy of the loaded User (untyped by Flask-Login).
     return current_user if current_user.is_authenticated else None  # type: ignore[return-value]
 
 

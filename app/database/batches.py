@@ -22,11 +22,12 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, TypeVar, overload
+from typing import Any, Generic, NamedTuple, TypeVar, cast, overload
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
-from sqlalchemy.sql import Executable
+from sqlalchemy.sql import ClauseElement, Executable
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from app import tracing
 from app.database.pools import FAILED, note
@@ -77,6 +78,12 @@ def written(statement: Executable, values: Mapping[str, Any]) -> Read[Written]:
     return read(statement, values, lambda found: Written(*found[0]))
 
 
+def affected(result: sa.Result[Any]) -> int:
+    """The rows an UPDATE or DELETE run through the ORM session changed: SQLAlchemy types
+    `Session.execute`'s answer as any result, and a DML statement's is a cursor's."""
+    return cast(sa.CursorResult[Any], result).rowcount
+
+
 @dataclass(frozen=True)
 class Compiled:
     sql: str
@@ -100,9 +107,11 @@ def compiled(statement: Executable, dialect: Dialect) -> Compiled:
         per_dialect = _compiled.setdefault(statement, {})
     found = per_dialect.get(dialect.name)
     if found is None:
+        assert isinstance(statement, ClauseElement)  # every Executable we build is one
         result = statement.compile(dialect=dialect)
+        assert isinstance(result, SQLCompiler)  # a statement's, not a DDL's
         found = Compiled(str(result), dict(result.params),
-                         tuple(result.positiontup) if result.positional else None)
+                         tuple(result.positiontup or ()) if result.positional else None)
         per_dialect[dialect.name] = found
     return found
 
@@ -155,9 +164,9 @@ def run(connection: sa.Connection, steps: Sequence[Step]) -> list[Rows]:
         # would not end it; begun here (no statement sent), it is committed or rolled back.
         connection.begin()
     if dialect.name == "sqlite":
-        results = (connection.execute(statement, dict(values)) for statement, values in steps)
+        executed = (connection.execute(statement, dict(values)) for statement, values in steps)
         return [[tuple(row) for row in result] if result.returns_rows
-                else [(result.rowcount, result.lastrowid)] for result in results]
+                else [(result.rowcount, result.lastrowid)] for result in executed]
     dbapi_connection = connection.connection.dbapi_connection
     assert dbapi_connection is not None  # a checked-out connection has one
     sql = ""
@@ -181,7 +190,7 @@ def run(connection: sa.Connection, steps: Sequence[Step]) -> list[Rows]:
         raise _failed(connection, exc, sql) from exc
 
 
-def _failed(connection: sa.Connection, exc: Exception, sql: str) -> Exception:
+def _failed(connection: sa.Connection, exc: Any, sql: str) -> Exception:
     """SQLAlchemy's exception for a DB-API one met on `connection` outside its own execution
     path: the connection is marked failed (its reset rolls back), and invalidated — its pool
     emptied — when the server is gone, as SQLAlchemy does for its own statements."""

@@ -33,10 +33,13 @@ T = TypeVar("T")
 def is_conflict(exc: BaseException) -> bool:
     """A deadlock or lock-wait timeout (a Galera certification failure is a deadlock): the
     transaction lost to another one, and the same work may succeed when run again."""
-    orig = getattr(exc, "orig", None)
-    args = getattr(orig, "args", None)
-    return (isinstance(exc, sa.exc.OperationalError) and bool(args)
-            and args[0] in CONFLICTS)
+    return isinstance(exc, sa.exc.OperationalError) and _error_number(exc) in CONFLICTS
+
+
+def _error_number(exc: sa.exc.DBAPIError) -> object:
+    """The server's error number of the driver's exception (MySQL's first argument)."""
+    args = getattr(exc.orig, "args", ())
+    return args[0] if args else None
 
 
 def retry_conflicts(work: Callable[P, T]) -> Callable[P, T]:
@@ -55,7 +58,8 @@ def retry_conflicts(work: Callable[P, T]) -> Callable[P, T]:
                 if is_conflict(exc) and conflicts < CONFLICT_RETRIES:
                     conflicts += 1
                     log.info("event=db.conflict_retry work=%s attempt=%d error=%s",
-                             work.__qualname__, conflicts, exc.orig.args[0])
+                             getattr(work, "__qualname__", work), conflicts,
+                             _error_number(exc))
                     time.sleep(0.005 * conflicts)
                 elif exc.connection_invalidated and not reconnected:
                     reconnected += 1

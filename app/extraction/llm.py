@@ -17,7 +17,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import certifi
 
@@ -29,6 +29,7 @@ from app.system.models import CHOSEN_MODEL, EXTRACTION_MODEL_KEY
 if TYPE_CHECKING:
     import httpx2
     import openai
+    from openai.types.chat import ChatCompletionMessageParam
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +221,9 @@ def _create(client: openai.OpenAI, model: ChatModel,
             messages: Sequence[dict[str, str]]) -> tuple[Completion, object]:
     openai = sdk()
     try:
-        response = client.chat.completions.create(model=model.model, messages=list(messages))
+        # `prompt.build_messages`' system and user messages: {role, content} each.
+        sent = cast("list[ChatCompletionMessageParam]", list(messages))
+        response = client.chat.completions.create(model=model.model, messages=sent)
     # APITimeoutError is an APIConnectionError: it must be told apart first.
     except openai.APITimeoutError as exc:
         raise LlmTimeout(str(exc)) from exc

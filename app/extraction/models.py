@@ -13,8 +13,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.auth.models import User
-from app.db_types import BigId, ProjectKey, Timestamp, iso, utcnow
-from app.extensions import db
+from app.database.batches import Row, affected
+from app.db_types import BigId, ProjectKey, Timestamp, iso, table_of, utcnow
+from app.extensions import Model, db
 from app.memory.repository import SWITCHED_ON
 from app.paging import Page, PageRequest, paginate
 
@@ -35,7 +36,7 @@ EventId = sa.String(EVENT_ID_MAX).with_variant(
 )
 
 
-class WebhookEvent(db.Model):
+class WebhookEvent(Model):
     """One completion event the webhook accepted; the unique event id makes repeats exact."""
 
     __tablename__ = "webhook_event"
@@ -60,7 +61,7 @@ class WebhookEvent(db.Model):
 # that is `enqueued`; then the user's D9 switch, read by the insert itself, so the row and the
 # answer agree even against a concurrent toggle. A plain INSERT … VALUES: for an INSERT …
 # SELECT, InnoDB (in MariaDB's default lock mode) holds the table's AUTO-INC lock throughout.
-INSERT_EVENT = sa.insert(WebhookEvent.__table__).values(
+INSERT_EVENT = sa.insert(table_of(WebhookEvent)).values(
     {**{name: sa.bindparam(name) for name in ("event_id", "session_id", "user_id", "phase",
                                               "received_at")},
      "reason": sa.case((sa.bindparam("decided") != sa.literal(ENQUEUED), sa.bindparam("decided")),
@@ -78,7 +79,7 @@ EVENT_DECISION = (sa.select(WebhookEvent.reason, User.id)
                   .where(WebhookEvent.event_id == sa.bindparam("event_id")))
 
 
-class JobOutcome(db.Model):
+class JobOutcome(Model):
     """Exactly one row per job (unique job id), whatever became of it."""
 
     __tablename__ = "memory_job_outcome"
@@ -164,13 +165,15 @@ class JobOutcome(db.Model):
         """(user id, model, jobs, prompt, completion, total tokens) over the outcomes matching
         the filters that reported usage: one GROUP BY (the user filter rides the
         (user_id, status) index), the largest totals first, at most `limit` rows."""
-        conditions = [cls.model.is_not(None), cls.total_tokens.is_not(None)]
+        conditions: list[sa.ColumnElement[bool]] = [cls.model.is_not(None),
+                                                    cls.total_tokens.is_not(None)]
         if user_id is not None:
             conditions.append(cls.user_id == user_id)
         if status is not None:
             conditions.append(cls.status == status)
         total = sa.func.sum(cls.total_tokens)
-        return [(user, model, int(jobs), int(prompt or 0), int(completion or 0), int(tokens))
+        return [(user, str(model), int(jobs), int(prompt or 0), int(completion or 0),
+                 int(tokens or 0))
                 for user, model, jobs, prompt, completion, tokens in db.session.execute(
                     sa.select(cls.user_id, cls.model, sa.func.count(),
                               sa.func.sum(cls.prompt_tokens), sa.func.sum(cls.completion_tokens),
@@ -180,7 +183,7 @@ class JobOutcome(db.Model):
                 )]
 
 
-class ConsolidationState(db.Model):
+class ConsolidationState(Model):
     """When each user's last D15 consolidation started: the cooldown, shared by every worker.
 
     `claim` is the only writer. It decides in one conditional statement, so two jobs of one
@@ -195,7 +198,7 @@ class ConsolidationState(db.Model):
         comment="when the user's last consolidation was claimed (24 h cooldown)")
 
     @staticmethod
-    def cooling_down(rows: Sequence[tuple], now: datetime, cooldown: timedelta) -> bool:
+    def cooling_down(rows: Sequence[Row], now: datetime, cooldown: timedelta) -> bool:
         """From LAST_STARTED's rows: whether the user's last consolidation started less than
         `cooldown` ago — a read that lets most extractions skip the trigger's counts; `claim`
         still decides."""
@@ -204,7 +207,8 @@ class ConsolidationState(db.Model):
         last = rows[0][0]
         if isinstance(last, str):  # SQLite's raw driver gives the stored text back
             last = datetime.fromisoformat(last)
-        return last > now - cooldown
+        started: datetime = last
+        return started > now - cooldown
 
     @classmethod
     def claim(cls, user_id: int, now: datetime, cooldown: timedelta) -> bool:
@@ -217,7 +221,7 @@ class ConsolidationState(db.Model):
         moved = db.session.execute(
             sa.update(cls).where(cls.user_id == user_id, cls.last_started_at <= now - cooldown)
             .values(last_started_at=now).execution_options(synchronize_session=False))
-        if moved.rowcount == 1:
+        if affected(moved) == 1:
             return True
         if db.session.scalar(sa.select(cls.user_id).where(cls.user_id == user_id)) is not None:
             return False  # within the cooldown
@@ -235,5 +239,5 @@ LAST_STARTED = (sa.select(ConsolidationState.last_started_at)
 
 # One job's outcome row, for the unit of work to insert with the job's journal in one round trip.
 OUTCOME_ROW = sa.insert(JobOutcome).values(
-    {column.key: sa.bindparam(column.key) for column in JobOutcome.__table__.columns
+    {column.key: sa.bindparam(column.key) for column in table_of(JobOutcome).columns
      if column.key != "id"})

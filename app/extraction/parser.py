@@ -149,10 +149,12 @@ def _operation(item: Any) -> tuple[Op, list[int], Any]:
     raw_ids = item.get("sourceIds")
     if not isinstance(raw_ids, list) or not raw_ids:
         raise InvalidOutput("invalid_output", "an operation has no sourceIds array")
-    ids = [_existing_id(value) for value in raw_ids]
-    if any(i is None for i in ids):
+    found = [_existing_id(value) for value in raw_ids]
+    ids = [i for i in found if i is not None]
+    if len(ids) != len(found):
         raise InvalidOutput("invalid_output", "sourceIds holds something that is not an id")
-    return Op(raw_op.strip().lower()), ids, item.get("content")
+    content: Any = item.get("content")
+    return Op(raw_op.strip().lower()), ids, content
 
 
 def parse_plan(text: str, input_ids: Collection[int]) -> Plan:

@@ -90,7 +90,8 @@ class JobKinds:
 
 
 def job_kinds() -> JobKinds:
-    return current_app.extensions["memory_job_kinds"]
+    kinds: JobKinds = current_app.extensions["memory_job_kinds"]
+    return kinds
 
 
 class SessionBusy(Exception):
@@ -139,7 +140,7 @@ def rq_job_id(namespace: str, job_id: str) -> str:
 
 def job_id_of(job: rq.job.Job) -> str:
     """Our id of an RQ job (the outcome's, the session lock's holder)."""
-    return job.meta.get("job_id", job.id)
+    return str(job.meta.get("job_id", job.id))
 
 
 def session_lock_key(namespace: str, session_id: int) -> str:
@@ -301,4 +302,5 @@ def init_app(app: Flask) -> None:
 
 
 def memory_queue() -> RedisJobQueue | InProcessJobQueue:
-    return current_app.extensions["memory_queue"]
+    queue: RedisJobQueue | InProcessJobQueue = current_app.extensions["memory_queue"]
+    return queue

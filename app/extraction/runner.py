@@ -151,14 +151,15 @@ def run_extraction(payload: dict[str, Any], attempt: int, job_id: str) -> JobRes
             inputs, parsed, asked = answered
             outcome.rewind(asked)
             with UnitOfWork() as uow:
-                if parsed is not None:
+                if inputs is not None and parsed is not None:
                     pipeline.hand_over(uow, job, inputs, parsed, outcome)
                 outcome.stage(uow)
                 _commit_once(uow, job_id)
             # D15 waits for new information; within its cooldown (most of the time for a user
             # with enough memories), or with too few memories to be over any target, nothing
             # more is asked after the commit.
-            consolidation_due = (outcome.persisted and not inputs.cooling_down
+            consolidation_due = (inputs is not None and outcome.persisted
+                                 and not inputs.cooling_down
                                  and trigger.may_be_due(outcome.active))
 
     try:
@@ -215,7 +216,7 @@ def run_consolidation(payload: dict[str, Any], attempt: int, job_id: str) -> Job
         inputs, plan, asked = answered
         outcome.rewind(asked)
         with UnitOfWork() as uow:
-            if plan is not None:
+            if inputs is not None and plan is not None:
                 try:
                     consolidation.hand_over(uow, job, inputs, plan, outcome)
                 except GroupChanged as exc:

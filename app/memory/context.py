@@ -47,7 +47,8 @@ def init_app(app: Flask) -> None:
 
 
 def cache() -> ContextCache:
-    return current_app.extensions[EXTENSION]
+    found: ContextCache = current_app.extensions[EXTENSION]
+    return found
 
 
 def around_commit(events: Sequence[Event]) -> AbstractContextManager[None]:

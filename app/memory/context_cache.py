@@ -127,6 +127,7 @@ class RedisContextCache:
         if int(writers or 0) > 0 and int(deadline or 0) > _now_ms():
             return Lookup(None, None)
         if entry is not None:
+            assert isinstance(entry, bytes)  # the client does not decode answers
             stored, _, block = entry.partition(b"|")
             if int(stored) == current:
                 return Lookup(block.decode("utf-8"), current)

@@ -115,7 +115,7 @@ def edited_by_user(user_id: int, memory_ids: Collection[int]) -> set[int]:
 
 def _entry(event: MemoryEvent) -> Entry:
     before: str | list[str] | None = event.before
-    if event.type == EventType.CONSOLIDATED and before is not None:
+    if event.type == EventType.CONSOLIDATED and isinstance(before, str):
         before = json.loads(before)
     return Entry(event.id, event.type, event.at, event.actor, event.session_id, before,
                  event.after)

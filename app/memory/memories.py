@@ -21,7 +21,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Protocol
 
 from sqlalchemy.exc import IntegrityError
 
@@ -44,10 +44,50 @@ from app.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
 
-# What `UserMemories` reads and writes through: the functions of `app.memory.repository` it
-# calls (`lock_user`, `by_hash`, `insert`, …), or an in-memory stand-in with the same functions
-# (tests/unit/fakes.py), which is why this is not spelled as the module's type.
-Repository = Any
+class Repository(Protocol):
+    """What `UserMemories` reads and writes through: the module `app.memory.repository` (SQL),
+    or the unit tier's in-memory stand-in (tests/unit/fakes.py). The type checker holds both to
+    these signatures."""
+
+    def lock_user(self, user_id: int) -> None: ...
+
+    def count_active(self, user_id: int) -> int: ...
+
+    def lock_and_count(self, user_id: int, displacing_for: tuple[Group, str] | None = None
+                       ) -> tuple[int, Displacement | None]: ...
+
+    def owned(self, user_id: int, item_id: int, *, for_update: bool = False
+              ) -> MemoryItem | None: ...
+
+    def add(self, item: MemoryItem) -> MemoryItem: ...
+
+    def by_hash(self, user_id: int, digest: str, *, for_update: bool = False
+                ) -> Wording | None: ...
+
+    def insert(self, user_id: int, group: Group, content: str, digest: str, *, source: Source,
+               session_id: int | None, created_at: datetime, updated_at: datetime) -> int: ...
+
+    def insert_and_demote(self, user_id: int, group: Group, content: str, digest: str, *,
+                          session_id: int | None, now: datetime, stale_id: int
+                          ) -> tuple[int, bool]: ...
+
+    def wording_and_stalest(self, user_id: int, group: Group, digest: str,
+                            exclude_ids: Collection[int]) -> Displacement: ...
+
+    def touch(self, user_id: int, item_id: int, now: datetime, group: Group | None = None,
+              version: int | None = None) -> bool: ...
+
+    def rewrite(self, user_id: int, item_id: int, group: Group, content: str, digest: str,
+                now: datetime, version: int | None = None) -> bool: ...
+
+    def machine_content(self, user_id: int, item_id: int, group: Group,
+                        version: int | None = None) -> tuple[str, str] | None: ...
+
+    def machine_rows(self, user_id: int, group: Group, ids: Collection[int] | None = None, *,
+                     for_update: bool = False) -> list[MachineRow]: ...
+
+    def delete(self, user_id: int, item_ids: Collection[int], group: Group | None = None
+               ) -> int: ...
 
 
 # ---- what extraction and consolidation hand over ------------------------------------------
@@ -266,16 +306,15 @@ class UserMemories:
         run.active, run.displacement = self.repository.lock_and_count(self.user_id,
                                                                       displacing_for)
         for fact in facts:
+            shown = references.get(fact.group, {})
             if fact.action is Action.INSERT:
                 run.insert(fact.group, fact.content)
-            elif fact.existing_id not in references.get(fact.group, {}):
+            elif fact.existing_id is None or fact.existing_id not in shown:
                 run.learned.dropped += 1
             elif fact.action is Action.TOUCH:
-                run.confirm(fact.existing_id, fact.group,
-                            references[fact.group][fact.existing_id])
+                run.confirm(fact.existing_id, fact.group, shown[fact.existing_id])
             else:
-                run.reword(fact.existing_id, fact.group, fact.content,
-                           references[fact.group][fact.existing_id])
+                run.reword(fact.existing_id, fact.group, fact.content, shown[fact.existing_id])
         run.learned.active = run.active
         return run.learned
 

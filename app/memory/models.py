@@ -10,11 +10,11 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db_types import BigId, ProjectKey, Timestamp, iso, utcnow
-from app.extensions import db
+from app.extensions import Model
 from app.memory.rules import Scope
 
 
-class MemoryItem(db.Model):
+class MemoryItem(Model):
     __tablename__ = "memory_item"
     # Each read filters on a prefix of one of these and orders by (updated_at, id): with the
     # trailing updated_at (and InnoDB's implicit id) the order comes from the index, no filesort.
@@ -71,7 +71,7 @@ class MemoryItem(db.Model):
         }
 
 
-class UserMemoryPreference(db.Model):
+class UserMemoryPreference(Model):
     """The single auto-capture switch of a user (D9). No row means OFF."""
 
     __tablename__ = "user_memory_preference"
@@ -82,7 +82,7 @@ class UserMemoryPreference(db.Model):
     updated_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, nullable=False)
 
 
-class MemoryEvent(db.Model):
+class MemoryEvent(Model):
     """One change of a memory (SPEC §8 Provenance), written by `journal` with the change."""
 
     __tablename__ = "memory_event"
@@ -104,7 +104,7 @@ class MemoryEvent(db.Model):
     at: Mapped[datetime] = mapped_column(Timestamp, nullable=False)
 
 
-class MemoryAccess(db.Model):
+class MemoryAccess(Model):
     """One audit read of a user's memories (SPEC §8 Audit transparency)."""
 
     __tablename__ = "memory_access_log"

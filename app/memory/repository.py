@@ -17,10 +17,20 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 
 from app.auth.models import User
-from app.database.batches import Read, Row, Rows, Written, batch, read, rows, written
+from app.database.batches import (
+    Read,
+    Row,
+    Rows,
+    Written,
+    affected,
+    batch,
+    read,
+    rows,
+    written,
+)
 from app.database.conflicts import retry_conflicts
 from app.database.engines import hot_engines
-from app.db_types import upsert
+from app.db_types import table_of, upsert
 from app.extensions import db
 from app.memory.models import MemoryItem, UserMemoryPreference
 from app.memory.rules import (
@@ -63,8 +73,8 @@ def _in_group(user_id: int, group: Group, status: Status | None = Status.ACTIVE)
 # A write, not `SELECT … FOR UPDATE`: the same row lock on one server, and on a Galera cluster
 # the row goes into the write-set, so two such transactions on two nodes conflict at commit
 # (1213) where a read lock would let both pass the cap (migration 0006).
-LOCK_USER = (sa.update(User.__table__).where(User.__table__.c.id == sa.bindparam("user_id"))
-             .values(memory_lock_seq=User.__table__.c.memory_lock_seq + 1))
+LOCK_USER = (sa.update(User).where(User.id == sa.bindparam("user_id"))
+             .values(memory_lock_seq=User.memory_lock_seq + 1))
 
 
 def lock_user(user_id: int) -> None:
@@ -212,7 +222,7 @@ def project_keys_in_use(user_id: int) -> list[str]:
 _INJECT_COLUMNS = (MemoryItem.scope, MemoryItem.project_key, MemoryItem.content)
 
 
-def _injected(*columns: Any, project: bool) -> sa.Select:
+def _injected(*columns: Any, project: bool) -> sa.Select[Any]:
     """The injection read of one group: its newest ACTIVE rows up to the group's cap. The
     context block reads the text; the page reads the ids (`injected_ids`) — one selection."""
     group = (MemoryItem.project_key == sa.bindparam("project_key") if project
@@ -295,7 +305,7 @@ def _group_params(user_id: int, group: Group) -> dict[str, Any]:
 
 
 def _group_rows(columns: Sequence[Any], *, project: bool, status: Status,
-                limit: int) -> sa.Select:
+                limit: int) -> sa.Select[Any]:
     """One group's rows of one status, newest first (`_bound_group`)."""
     return (sa.select(*columns).where(*_bound_group(project=project, status=status))
             .order_by(*NEWEST_FIRST).limit(limit))
@@ -469,7 +479,7 @@ def _update(user_id: int, item_id: int, conditions: Iterable[Any], **values: Any
         sa.update(MemoryItem)
         .where(MemoryItem.id == item_id, MemoryItem.user_id == user_id, *conditions)
         .values(**values).execution_options(synchronize_session=False))
-    return result.rowcount == 1
+    return affected(result) == 1
 
 
 def _shown(user_id: int, group: Group, version: int | None) -> list[Any]:
@@ -520,7 +530,7 @@ def delete(user_id: int, item_ids: Collection[int], group: Group | None = None) 
         conditions += [*_in_group(user_id, group), machine_made()]
     result = db.session.execute(
         sa.delete(MemoryItem).where(*conditions).execution_options(synchronize_session=False))
-    return result.rowcount
+    return affected(result)
 
 
 # ---- the auto-capture switch (D9) -----------------------------------------------------------
@@ -552,7 +562,7 @@ def auto_capture_enabled(user_id: int) -> bool:
 def set_auto_capture(user_id: int, enabled: bool, now: datetime) -> None:
     dialect = db.session.get_bind().dialect.name
     db.session.execute(upsert(
-        UserMemoryPreference.__table__, dialect,
+        table_of(UserMemoryPreference), dialect,
         {"user_id": user_id, "auto_capture_enabled": enabled, "created_at": now,
          "updated_at": now}, update=("auto_capture_enabled", "updated_at")))
 

@@ -16,14 +16,12 @@ from typing import Any
 from app.errors import InvalidContent, InvalidInput, SecretContent
 
 # Shared with accounts and platform sessions, which sit below the domain (`app.keys`); part of the
-# domain's rules all the same.
-from app.keys import (  # noqa: F401
-    DEFAULT_BOT_PROJECT_KEYS,
-    ID_MAX,
-    PROJECT_KEY_MAX,
-    is_bot_project_key,
-    valid_project_key,
-)
+# domain's rules all the same (re-exported: `X as X`).
+from app.keys import DEFAULT_BOT_PROJECT_KEYS as DEFAULT_BOT_PROJECT_KEYS
+from app.keys import ID_MAX as ID_MAX
+from app.keys import PROJECT_KEY_MAX as PROJECT_KEY_MAX
+from app.keys import is_bot_project_key as is_bot_project_key
+from app.keys import valid_project_key as valid_project_key
 from app.memory import secrets
 
 

@@ -32,7 +32,9 @@ from app.unit_of_work import UnitOfWork
 
 
 def bot_project_keys() -> tuple[str, ...]:
-    return current_app.config.get("MEMORY_BOT_PROJECT_KEYS", rules.DEFAULT_BOT_PROJECT_KEYS)
+    keys: tuple[str, ...] = current_app.config.get("MEMORY_BOT_PROJECT_KEYS",
+                                                    rules.DEFAULT_BOT_PROJECT_KEYS)
+    return keys
 
 
 def _commit(uow: UnitOfWork) -> None:
@@ -203,4 +205,5 @@ def items_among(user_id: int, item_ids: Collection[int]) -> list[MemoryItem]:
 
 def preview(user_id: int, project_key: str | None) -> dict[str, Any]:
     """The agent's view for the page: the context answer itself, read back from its JSON text."""
-    return json.loads(context_json(user_id, project_key))
+    answer: dict[str, Any] = json.loads(context_json(user_id, project_key))
+    return answer

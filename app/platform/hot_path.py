@@ -109,6 +109,7 @@ class HotPaths:
         """In front of `app`'s WSGI callable, after its routes are registered."""
         endpoints = [endpoint_class(app) for endpoint_class in endpoint_classes]
         app.extensions["hot_paths"] = {endpoint.endpoint: endpoint for endpoint in endpoints}
+        # Flask's documented way to put middleware in front of the app (typed as a method).
         app.wsgi_app = cls(app, endpoints)  # type: ignore[method-assign]
 
     def __call__(self, environ: WSGIEnvironment,

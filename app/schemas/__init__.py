@@ -93,6 +93,7 @@ class Error(BaseModel):
 
     model_config = ConfigDict(json_schema_extra={"not": {"required": ["data"]}})
 
+    # The codes, from one tuple (pydantic accepts it; a type checker wants literals spelled out).
     code: Literal[ERROR_CODES]  # type: ignore[valid-type]
     message: str
     timestamp: int

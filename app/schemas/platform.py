@@ -81,4 +81,5 @@ class TaskCompleted(Body):
 class WebhookAck(BaseModel):
     accepted: Literal[True]
     enqueued: bool
+    # The reasons, from one tuple (pydantic accepts it; a type checker wants literals spelled out).
     reason: Literal[REASONS]  # type: ignore[valid-type]

@@ -9,11 +9,11 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db_types import Timestamp, prebuilt_upserts, project_key_type, utcnow
-from app.extensions import db
+from app.extensions import Model, db
 from app.keys import valid_project_key
 
 
-class PlatformSession(db.Model):
+class PlatformSession(Model):
     __tablename__ = "session"
     __table_args__ = (sa.Index("idx_session_user_project", "user_id", "project_key"),)
 

@@ -7,12 +7,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.extensions import db
+from app.extensions import Model, db
 
 EXTRACTION_MODEL_KEY = "memory.extractionModelId"
 
 
-class SystemSetting(db.Model):
+class SystemSetting(Model):
     __tablename__ = "system_setting"
 
     setting_key: Mapped[str] = mapped_column(sa.String(128), primary_key=True)
@@ -31,7 +31,7 @@ class SystemSetting(db.Model):
         }
 
 
-class LlmModel(db.Model):
+class LlmModel(Model):
     """A chat model. Keys never live here: `api_key_env` names the variable that holds one."""
 
     __tablename__ = "llm_model"

@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
+from app.memory.memories import Repository
 from app.memory.models import MemoryItem
 from app.memory.repository import Displacement, MachineRow, Wording
 from app.memory.rules import MACHINE_SOURCES, Group, Scope, Source, Status
@@ -33,7 +34,7 @@ _COLUMNS = ("id", "user_id", "scope", "project_key", "content", "source", "statu
             "dedup_hash", "version", "origin_session_id", "created_at", "updated_at")
 
 
-class FakeRepository:
+class FakeRepository(Repository):
     def __init__(self) -> None:
         self.rows: dict[int, MemoryItem] = {}
         self.calls: list[str] = []  # the repository functions called, in order
