@@ -49,7 +49,13 @@ from tests.conftest import (
 )
 from tests.llm_server import _Handler, _Script, _Server
 from tests.serving import gunicorn
-from tests.workers import registered_workers, wait_until, worker_env, worker_processes
+from tests.workers import (
+    missing_outcomes_report,
+    registered_workers,
+    wait_until,
+    worker_env,
+    worker_processes,
+)
 
 # One xdist worker runs every cluster test: the clusters have fixed ports and start once.
 pytestmark = pytest.mark.xdist_group("cluster")
@@ -552,8 +558,12 @@ def test_losing_a_node_under_load_loses_no_delivery_memory_or_fresh_read(
             thread.join()
         done.set()
         editing.join()
+        senders_done = time.monotonic()
+        backlog = len(accepted) - len(outcomes(app))
         wait_until(lambda: len(outcomes(app)) >= len(accepted), 240,
-                   "an outcome for every accepted delivery")
+                   "an outcome for every accepted delivery",
+                   explain=lambda: missing_outcomes_report(app, list(accepted), tmp_path))
+        drained = time.monotonic()
         alive = [_http("GET", f"{url}/healthz", {})[0] for url in webs]
 
     statuses = Counter(s for seen in answers.values() for s in seen)
@@ -562,7 +572,9 @@ def test_losing_a_node_under_load_loses_no_delivery_memory_or_fresh_read(
     print(f"\nnode loss: {DELIVERIES} deliveries, answers {dict(statuses)}, edits {dict(edits)};"
           f" write stall on the writer's loss {stall:.2f} s, on its return {failback:.2f} s;"
           f" node {KILLED_NODE} rejoined in {rejoined - rejoin_started:.1f} s"
-          f" ({galera_schema.script('transfers', str(KILLED_NODE)).split()[-1]})")
+          f" ({galera_schema.script('transfers', str(KILLED_NODE)).split()[-1]});"
+          f" {backlog} jobs left when the last delivery was answered, done in"
+          f" {drained - senders_done:.1f} s")
     assert galera_schema.script("transfers", str(KILLED_NODE)).split() == \
         [*transfers_before, "IST"], "the node rejoined by a full copy (SST), not IST"
     assert len(accepted) == DELIVERIES, "a delivery was never accepted: the service stopped"
