@@ -102,6 +102,22 @@ def wait_until(condition: Callable[[], object], timeout_s: float, what: str,
         time.sleep(0.05)
 
 
+def wait_for_progress(count: Callable[[], int], target: int, stalled_s: float, what: str,
+                      explain: Callable[[], str] | None = None) -> None:
+    """Poll `count` until it reaches `target`, failing only once it has not grown for
+    `stalled_s`: a backlog that drains slowly on a busy machine is waited out, one that stops
+    draining fails (saying, when given, what `explain` finds then)."""
+    done, progressed = count(), time.monotonic()
+    while done < target:
+        time.sleep(0.5)
+        now_done = count()
+        if now_done > done:
+            done, progressed = now_done, time.monotonic()
+        elif time.monotonic() - progressed >= stalled_s:
+            raise AssertionError(f"timed out waiting for {what}: {done} of {target}, none new "
+                                 f"for {stalled_s:.0f} s{_explained(explain)}")
+
+
 def work_horse_of(worker_pid: int) -> int | None:
     """The child a worker forked for its current job: RQ puts it in its own process group."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
