@@ -1,5 +1,6 @@
 """Real `flask --app wsgi worker` processes on the test database and Redis (started from a fork
-server: `tests.forked_commands`)."""
+server: `tests.forked_commands`), waits on what they do, and what became of the jobs a wait
+found missing."""
 
 from __future__ import annotations
 
