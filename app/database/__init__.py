@@ -7,5 +7,6 @@
   inputs; `writes` for the webhook;
 - `pools`: what a pool does with a connection — the reset it gets back with (`prove_idle`) and
   an empty pool in a forked child;
-- `conflicts`: a unit of work that lost a deadlock or a lock-wait timeout, run again.
+- `conflicts`: a unit of work that lost a deadlock or a lock-wait timeout, run again; what
+  counts as the database unavailable (gone, or not reachable) rather than the work failing.
 """

@@ -25,6 +25,11 @@ DEADLOCK = 1213
 LOCK_WAIT_TIMEOUT = 1205
 CONFLICTS = frozenset({DEADLOCK, LOCK_WAIT_TIMEOUT})
 CONFLICT_RETRIES = 2
+# MySQL client errors of a server that could not be reached: no connection was made (2002 over
+# a socket, 2003 over TCP — refused, or cut during the handshake, as HAProxy does in the
+# seconds before it marks a killed Galera node down). SQLAlchemy counts only the loss of an
+# open connection as a disconnect, so these come without `connection_invalidated`.
+UNREACHABLE = frozenset({2002, 2003})
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -34,6 +39,14 @@ def is_conflict(exc: BaseException) -> bool:
     """A deadlock or lock-wait timeout (a Galera certification failure is a deadlock): the
     transaction lost to another one, and the same work may succeed when run again."""
     return isinstance(exc, sa.exc.OperationalError) and _error_number(exc) in CONFLICTS
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """The database went away under the work (its connection invalidated) or could not be
+    reached at all: nothing of the work committed, and it may succeed once the server answers."""
+    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(exc, sa.exc.OperationalError) and _error_number(exc) in UNREACHABLE
 
 
 def _error_number(exc: sa.exc.DBAPIError) -> object:

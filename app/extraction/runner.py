@@ -26,9 +26,9 @@ from typing import Any
 
 from flask import current_app
 from redis.exceptions import RedisError
-from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from app.database.conflicts import is_conflict
+from app.database.conflicts import is_conflict, is_unavailable
 from app.extraction import consolidation, llm, parser, pipeline, trigger
 from app.extraction.llm import LlmError, LlmTransientError
 from app.extraction.models import JobOutcome
@@ -72,9 +72,10 @@ def _transient_reason(exc: BaseException) -> str | None:
         return "redis_unavailable"
     if is_conflict(exc):
         return "database_conflict"
-    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
-        # The database went away under the job (a restart, a cluster node lost): nothing of
-        # this attempt committed, and the next one reconnects.
+    if is_unavailable(exc):
+        # The database went away under the job, or would not take its connection (a restart,
+        # a cluster node lost): nothing of this attempt committed, and the next one reconnects.
+        # Not a failure of the job, whose failed outcome could not be written either.
         return "database_unavailable"
     return None
 

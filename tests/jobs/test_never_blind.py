@@ -5,16 +5,27 @@ under it as a server restart or a proxy's idle timeout would."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
+import socket
+import threading
 
 import sqlalchemy as sa
+from rq.job import JobStatus
 
 from app.database.engines import hot_engines
 from app.extensions import db
-from tests.completions import USER_ID, capture_on, event, outcomes
+from app.memory.models import MemoryItem
+from tests.completions import USER_ID, capture_on, event, outcomes, rq_job
 from tests.conftest import TEST_DATABASE_URL, assert_ok
-from tests.workers import registered_workers, wait_until, worker_processes
+from tests.workers import (
+    missing_outcomes_report,
+    registered_workers,
+    wait_until,
+    worker_processes,
+)
 
 KNOWN = "仓库统一用 pnpm 管理依赖"
 UNKNOWN_THREAD = 1094  # MariaDB: KILL of a connection that has ended already
@@ -160,3 +171,92 @@ def test_every_accepted_completion_is_learnt_with_its_memories_across_dropped_co
     assert {(o["status"], o["reason"]) for o in done} == {("succeeded", "nothing_to_remember")}
     assert len(llm.requests) == accepted
     assert all(KNOWN in request.prompt for request in llm.requests), "a blind model call"
+
+
+class _Gate:
+    """A TCP forwarder to the test database that can stop listening — as a database host (or
+    the proxy in front of it) that refuses connections: a new connection fails to connect
+    (MySQL client error 2003), not on a connection already open."""
+
+    def __init__(self) -> None:
+        self.upstream = sa.make_url(TEST_DATABASE_URL)
+        self.port = 0
+        self.listener: socket.socket | None = None
+        self.open()
+
+    def url(self) -> str:
+        return self.upstream.set(host="127.0.0.1", port=self.port).render_as_string(
+            hide_password=False)
+
+    def open(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self.port = listener.getsockname()[1]
+        self.listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def refuse(self) -> None:
+        assert self.listener is not None
+        self.close()
+
+    def close(self) -> None:
+        if self.listener is not None:
+            self.listener.shutdown(socket.SHUT_RDWR)
+            self.listener.close()
+            self.listener = None
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return  # refused from now on
+            server = socket.create_connection((self.upstream.host or "127.0.0.1",
+                                               self.upstream.port or 3306))
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+                end.close()
+
+
+def test_a_job_that_cannot_connect_to_write_its_answer_is_retried_not_lost(
+        app, llm, webhook, tmp_path):
+    """The database stops taking connections while the model thinks (a Galera writer killed,
+    before HAProxy has marked it down): the forked job's first write has to connect, and
+    cannot. The attempt is a transient failure, retried — not a failure whose outcome cannot
+    be written either, which left the accepted delivery with no outcome at all."""
+    capture_on(app)
+    llm.reply_items([{"type": "user", "content": KNOWN}], delay=2)
+    llm.reply_items([{"type": "user", "content": KNOWN}])
+    gate = _Gate()
+    with (contextlib.closing(gate),
+          worker_processes(1, tmp_path, DATABASE_URL=gate.url(), MEMORY_RETRY_DELAYS_S="1")):
+        wait_until(lambda: registered_workers() == 1, 60, "a registered worker")
+        assert_ok(webhook(event(eventId="evt-unreachable")), 202)
+        llm.wait_for_requests(1, 30)  # the job has read its inputs; the model thinks
+        gate.refuse()
+        job = rq_job(app, "extract-" + hashlib.sha1(b"evt-unreachable").hexdigest())
+        wait_until(lambda: job.get_status() != JobStatus.STARTED, 30,
+                   "the attempt to end while the database refuses connections")
+        gate.open()
+        wait_until(lambda: len(outcomes(app)) == 1, 60, "the job's outcome",
+                   explain=lambda: missing_outcomes_report(app, ["evt-unreachable"], tmp_path))
+    (outcome,) = outcomes(app)
+    assert (outcome["status"], outcome["attempts"], outcome["inserted"]) == \
+        ("succeeded", 2, 1), outcome
+    with app.app_context():
+        assert db.session.scalars(sa.select(MemoryItem.content)).all() == [KNOWN]
+        db.session.remove()
