@@ -42,7 +42,8 @@ from app.system.installation import installation
 
 log = logging.getLogger(__name__)
 
-# job.meta: how often the job was put back because its session was busy.
+# job.meta: how often the job was put back as the same attempt (its session busy, or its failed
+# outcome not written: `JobResult.deferred`).
 DEFERRALS = "deferrals"
 # RQ's maintenance — jobs of dead workers, jobs a dying worker popped, a scheduler that died
 # with a Redis outage or failover — every 30 s rather than RQ's 10 min (a lock per queue makes

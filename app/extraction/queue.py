@@ -65,7 +65,8 @@ SESSION_BUSY_DELAY_S = 2
 @dataclass(frozen=True)
 class JobResult:
     """What a job tells the queue: done, or run me again in `retry_in` seconds — as its next
-    attempt, or (`deferred`) as the same attempt, put back because its session was busy."""
+    attempt, or (`deferred`) as the same attempt, put back — its session was busy, or the
+    database could not take its failed outcome."""
 
     retry_in: int | None = None
     deferred: bool = False

@@ -43,6 +43,8 @@ from app.unit_of_work import UnitOfWork
 log = logging.getLogger(__name__)
 
 REDIS_PATIENCE_S = 30.0
+# How much later a job whose failed outcome the database could not take runs again.
+OUTCOME_UNWRITTEN_DELAY_S = 10
 
 
 class AlreadyDone(Exception):
@@ -55,13 +57,19 @@ def retry_delay(attempt: int) -> int | None:
     return delays[attempt - 1] if attempt <= len(delays) else None
 
 
-def _fail(outcome: Outcome, reason: str) -> None:
-    """After the rollback: the failed outcome, in a transaction of its own."""
+def _fail(outcome: Outcome, reason: str) -> bool:
+    """After the rollback: the failed outcome, in a transaction of its own. False when the
+    database could not take it (unreachable, or gone under it): the job must run again."""
     outcome.finish(OutcomeStatus.FAILED, reason)
     try:
         record(outcome)
-    except Exception:
+    except Exception as exc:
+        if is_unavailable(exc):
+            log.warning("event=job.outcome_unwritten kind=%s job=%s reason=%s retry_in_s=%d",
+                        outcome.kind, outcome.job_id, reason, OUTCOME_UNWRITTEN_DELAY_S)
+            return False
         log.exception("event=job.outcome_lost kind=%s job=%s", outcome.kind, outcome.job_id)
+    return True
 
 
 def _transient_reason(exc: BaseException) -> str | None:
@@ -123,7 +131,10 @@ def _attempt(outcome: Outcome, attempt: int, work: Callable[[], None]) -> JobRes
                 return JobResult(retry_in=delay)
         elif isinstance(exc, LlmError):
             reason = exc.reason
-        _fail(outcome, reason or "internal_error")
+        if not _fail(outcome, reason or "internal_error"):
+            # Nothing of the attempt committed and no outcome says how it ended: the same
+            # attempt again later, never an accepted delivery without an outcome (SPEC §11).
+            return JobResult(retry_in=OUTCOME_UNWRITTEN_DELAY_S, deferred=True)
         raise
     outcome.log()
     return JobResult()

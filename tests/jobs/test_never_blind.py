@@ -260,3 +260,31 @@ def test_a_job_that_cannot_connect_to_write_its_answer_is_retried_not_lost(
     with app.app_context():
         assert db.session.scalars(sa.select(MemoryItem.content)).all() == [KNOWN]
         db.session.remove()
+
+
+def test_a_failed_job_whose_outcome_cannot_be_written_runs_again_until_it_can(
+        app, llm, webhook, tmp_path):
+    """The model refuses the request (a failure no retry mends) while the database refuses
+    connections: the failed outcome cannot be written. The job is put back as the same attempt
+    until the database takes it — not left in RQ's failed registry with no outcome."""
+    capture_on(app)
+    llm.reply(status=400, delay=2)
+    llm.reply(status=400)
+    gate = _Gate()
+    with (contextlib.closing(gate),
+          worker_processes(1, tmp_path, DATABASE_URL=gate.url(), MEMORY_RETRY_DELAYS_S="1")):
+        wait_until(lambda: registered_workers() == 1, 60, "a registered worker")
+        assert_ok(webhook(event(eventId="evt-refused-unwritten")), 202)
+        llm.wait_for_requests(1, 30)  # the job has read its inputs; the model thinks
+        gate.refuse()
+        job = rq_job(app, "extract-" + hashlib.sha1(b"evt-refused-unwritten").hexdigest())
+        wait_until(lambda: job.get_status() != JobStatus.STARTED, 30,
+                   "the attempt to end while the database refuses connections")
+        gate.open()
+        wait_until(lambda: len(outcomes(app)) == 1, 90, "the job's outcome",
+                   explain=lambda: missing_outcomes_report(app, ["evt-refused-unwritten"],
+                                                           tmp_path))
+    (outcome,) = outcomes(app)
+    assert (outcome["status"], outcome["reason"], outcome["attempts"]) == \
+        ("failed", "llm_rejected", 1), outcome
+    assert len(llm.requests) == 2
