@@ -42,7 +42,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.pool import PoolResetState
 from sqlalchemy.sql import Executable
 
-from app import tracing
+from app import tls_reuse, tracing
 from app.extensions import db
 
 log = logging.getLogger(__name__)
@@ -227,6 +227,8 @@ def guard(engine: sa.Engine) -> sa.Engine:
     """`engine` resets what it gets back by `prove_idle`, tracks what that needs, and starts
     with an empty pool in a forked child."""
     _engines.add(engine)
+    # A work horse opens its connections anew each job: none rebuilds a TLS context.
+    tls_reuse.share_tls_context(engine)
     sa.event.listen(engine, "reset", prove_idle)
     sa.event.listen(engine, "handle_error", _mark_failed)
     sa.event.listen(engine, "begin", _began)
