@@ -42,9 +42,13 @@ CONTEXT_PATH = "/api/v1/internal/memory/context"
 WARM_USERS = (1, 2_000)
 COLD_USERS = (2_001, USERS)
 WARM_FILL_SECONDS = 8
-# The context endpoint's req/s against this floor before the cache, by concurrency: the run
-# issue 12 quotes (bench.run context webhook worker, 2 cores, 2 M memories).
-BEFORE_CACHE = {1: 0.61, 8: 0.67, 32: 0.68}
+# Issue 37's targets. A miss (read the database, store the block) against the floor's two reads:
+# req/s and p99, at every concurrency. A hit against the trivial endpoint (`/healthz`, the web
+# stack's own limit) at 8 and 32, where the two workers are busy; and still >= 1.5x the floor.
+COLD_TARGET = 0.85
+COLD_P99_TARGET = 1.3
+WARM_VS_TRIVIAL_TARGET = 0.85
+WARM_VS_FLOOR_TARGET = 1.5
 
 
 def seeded_rows() -> int:
@@ -210,16 +214,23 @@ def run(table_out: list[Table], *, force_seed: bool = False) -> None:
                 table.add(conc, name, f"{load.rps:,.0f}", f"{load.p50_ms:.2f}",
                           f"{load.p99_ms:.2f}", ratio(load.rps, floor.rps),
                           ratio(load.p99_ms, floor.p99_ms), load.errors)
-            warm = results["context, warm cache"]
+            warm, trivial = results["context, warm cache"], results["trivial /healthz"]
             cold = results["context, cold cache"].rps / floor.rps
+            cold_p99 = results["context, cold cache"].p99_ms / floor.p99_ms
             verdicts.append(
-                f"target at concurrency {conc}: cold >= the context endpoint's ratio before this "
-                f"release ({BEFORE_CACHE[conc]:.2f}x): {cold:.2f}x, "
-                f"{verdict(cold >= BEFORE_CACHE[conc])}")
+                f"target at concurrency {conc}: cold >= {COLD_TARGET:.2f}x the floor's req/s: "
+                f"{cold:.2f}x, {verdict(cold >= COLD_TARGET)}; cold p99 <= "
+                f"{COLD_P99_TARGET:.2f}x the floor's: {cold_p99:.2f}x, "
+                f"{verdict(cold_p99 <= COLD_P99_TARGET)}")
             if conc in (8, 32):
+                warm_vs_trivial = warm.rps / trivial.rps
                 verdicts.append(
-                    f"target at concurrency {conc}: warm >= 1.50x the floor's req/s: "
-                    f"{warm.rps / floor.rps:.2f}x, {verdict(warm.rps >= 1.5 * floor.rps)}; "
+                    f"target at concurrency {conc}: warm >= {WARM_VS_TRIVIAL_TARGET:.2f}x the "
+                    f"trivial endpoint's req/s: {warm_vs_trivial:.2f}x, "
+                    f"{verdict(warm_vs_trivial >= WARM_VS_TRIVIAL_TARGET)}; warm >= "
+                    f"{WARM_VS_FLOOR_TARGET:.2f}x the floor's req/s: "
+                    f"{warm.rps / floor.rps:.2f}x, "
+                    f"{verdict(warm.rps >= WARM_VS_FLOOR_TARGET * floor.rps)}; "
                     f"warm p99 <= the floor's: {warm.p99_ms / floor.p99_ms:.2f}x, "
                     f"{verdict(warm.p99_ms <= floor.p99_ms)}")
     table.notes += [f"each figure: median of {ROUNDS} slices of {SLICE_SECONDS} s, the "

@@ -126,6 +126,10 @@ def _empty_tables(app: Flask) -> None:
 def _flush_redis(url: str) -> None:
     import redis
 
+    from app.memory.context_cache import SENDER
+
+    # The stores this process's reads offered land before the flush, not in the next test.
+    SENDER.settle()
     client = redis.Redis.from_url(url)
     client.flushdb()
     client.close()

@@ -24,6 +24,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.pool import PoolResetState
 
+from app import tls_reuse
+
 # Entries of a connection's `info` (kept with its pool record): a statement failed on it since
 # it was last reset, so its transaction state is unknown; the last transaction SQLAlchemy began
 # on it was ended (committed or rolled back).
@@ -100,6 +102,8 @@ def guard(engine: sa.Engine) -> sa.Engine:
     """`engine` resets what it gets back by `prove_idle`, tracks what that needs, and starts
     with an empty pool in a forked child."""
     _engines.add(engine)
+    # A work horse opens its connections anew each job: none rebuilds a TLS context.
+    tls_reuse.share_tls_context(engine)
     sa.event.listen(engine, "reset", prove_idle)
     sa.event.listen(engine, "handle_error", _mark_failed)
     sa.event.listen(engine, "begin", _began)

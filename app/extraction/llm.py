@@ -160,11 +160,14 @@ def warm_up() -> None:
     openai = sdk()
     openai.DefaultHttpxClient(verify=tls_context()).close()
 
+    # The answer as endpoints send it, token counts included: parsing `usage` builds a pydantic
+    # validator on first use, which a forked horse would otherwise build again for every job.
     def canned(request: httpx2.Request) -> httpx2.Response:
         return httpx2.Response(200, json={
             "id": "warm-up", "object": "chat.completion", "created": 0, "model": "warm-up",
             "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": "[]"}}]})
+                         "message": {"role": "assistant", "content": "[]"}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
 
     in_memory = openai.DefaultHttpxClient(transport=httpx2.MockTransport(canned))
     # The transport logs each request at INFO: this one never left the process, and a line
@@ -175,8 +178,9 @@ def warm_up() -> None:
     try:
         with openai.OpenAI(api_key="warm-up", base_url="http://warm-up.invalid/v1",
                            http_client=in_memory) as client:
-            client.chat.completions.create(model="warm-up",
-                                           messages=[{"role": "user", "content": "warm-up"}])
+            # The messages a job sends (`prompt.build_messages`): a system and a user message.
+            client.chat.completions.create(model="warm-up", messages=[
+                {"role": "system", "content": "warm-up"}, {"role": "user", "content": "warm-up"}])
     finally:
         transport_log.setLevel(level)
 

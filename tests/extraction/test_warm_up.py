@@ -95,6 +95,36 @@ def test_after_the_sdk_warm_up_an_llm_call_loads_no_module(llm):
     assert child == {"text": "[]", "new": []}
 
 
+SCHEMA_CHILD = textwrap.dedent("""
+    import json, sys
+    import pydantic
+    from app.extraction import llm
+    llm.warm_up()
+    built = []
+    build = pydantic.TypeAdapter.__init__
+    def counted(self, kind, *args, **kwargs):
+        built.append(repr(kind))
+        return build(self, kind, *args, **kwargs)
+    pydantic.TypeAdapter.__init__ = counted
+    model = llm.ChatModel(1, "scripted", "scripted-default", sys.argv[1], None)
+    messages = [{"role": "system", "content": "rules"}, {"role": "user", "content": "hello"}]
+    answer = llm.complete(model, messages, 5)
+    print(json.dumps({"text": answer.text, "tokens": answer.prompt_tokens, "built": built}))
+""")
+
+
+def test_after_the_sdk_warm_up_a_jobs_llm_call_builds_no_validator(llm):
+    """A forked work horse keeps nothing it builds: the warm-up before the fork parses an
+    answer as endpoints send it (token counts included) to a job's messages (system and user),
+    so no horse builds a pydantic validator for the SDK again."""
+    llm.reply("[]")
+    result = subprocess.run([sys.executable, "-c", SCHEMA_CHILD, llm.base_url], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60, check=True)
+    child = json.loads(result.stdout.strip().splitlines()[-1])
+    assert child["text"] == "[]" and child["tokens"] is not None
+    assert child["built"] == []
+
+
 def test_the_sdk_warm_up_sends_nothing_over_the_network(llm):
     from app.extraction import llm as client
 

@@ -177,3 +177,25 @@ def test_a_reply_that_came_too_late_never_answers_a_later_lookup(own_redis):
     cache._skip_until = 0.0  # this process would wait REDIS_BACKOFF_S before trying again
     assert cache.lookup(USER + 1, None).block == f"block {USER + 1}"
     client.close()
+
+
+def test_a_miss_answers_without_waiting_for_its_store(app, own_redis, memories, monkeypatch):
+    """Its store goes to the process's sender (`StoreSender`): a Redis slow to take writes
+    delays the block's arrival in the cache, not the read."""
+    from app.memory import context, context_cache
+
+    memories.add(USER, "报告用中文")
+    client = redis.Redis.from_url(own_redis.url)
+    with app.app_context():
+        monkeypatch.setitem(app.extensions, context.EXTENSION,
+                            RedisContextCache(cache_client(own_redis.url), namespace))
+        context.block_json(USER, None)  # the scripts loaded, the connection open
+        assert context_cache.SENDER.settle()
+        context.cache().invalidate(USER)
+        client.client_pause(1500, all=False)  # writes (the store's script) wait; reads do not
+        began = time.monotonic()
+        text = context.block_json(USER, None)
+        assert time.monotonic() - began < 0.5, "the read waited for its store"
+        assert context_cache.SENDER.settle()
+        assert context.cache().lookup(USER, None).block == text
+    client.close()
