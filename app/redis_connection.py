@@ -153,11 +153,7 @@ class Confirming:
 
 
 def client(url: str, **socket_options: Any) -> redis.Redis:
-    """A client of the Redis `url` names (the master, for a Sentinel URL).
-
-    Its connections skip redis-py's `CLIENT SETINFO` (two round trips on every new connection,
-    `driver_info=None`): a forked work horse opens its connections anew for every job."""
-    socket_options = {"driver_info": None, **socket_options}
+    """A client of the Redis `url` names (the master, for a Sentinel URL)."""
     if not is_sentinel(url):
         return redis.Redis.from_url(url, **socket_options)
     address = SentinelAddress.parse(url)

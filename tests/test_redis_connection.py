@@ -23,17 +23,3 @@ def test_redis_commands_are_packed_and_replies_parsed_by_hiredis():
     finally:
         client.close()
 
-
-def test_a_new_connection_costs_no_client_setinfo_round_trips():
-    """A work horse opens its Redis connections anew for every job: none spends two round
-    trips telling Redis the library's name and version (redis-py sends `CLIENT SETINFO` on
-    connect unless its `driver_info` is None; Redis before 7.2 answers both with an error)."""
-    client = redis_connection.client(TEST_REDIS_URL)
-    try:
-        connection = client.connection_pool.get_connection()
-        try:
-            assert connection.driver_info is None
-        finally:
-            client.connection_pool.release(connection)
-    finally:
-        client.close()
