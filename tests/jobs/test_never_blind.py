@@ -232,6 +232,27 @@ class _Gate:
                 end.close()
 
 
+def _deliver_while_the_database_refuses(app, llm, webhook, tmp_path, event_id: str) -> dict:
+    """One delivery to a forking worker whose database stops taking connections once the model
+    has been asked (the first scripted reply must take a moment), and takes them again after
+    that attempt ended; the delivery's one outcome."""
+    gate = _Gate()
+    with (contextlib.closing(gate),
+          worker_processes(1, tmp_path, DATABASE_URL=gate.url(), MEMORY_RETRY_DELAYS_S="1")):
+        wait_until(lambda: registered_workers() == 1, 60, "a registered worker")
+        assert_ok(webhook(event(eventId=event_id)), 202)
+        llm.wait_for_requests(1, 30)  # the job has read its inputs; the model thinks
+        gate.refuse()
+        job = rq_job(app, "extract-" + hashlib.sha1(event_id.encode()).hexdigest())
+        wait_until(lambda: job.get_status() != JobStatus.STARTED, 30,
+                   "the attempt to end while the database refuses connections")
+        gate.open()
+        wait_until(lambda: len(outcomes(app)) == 1, 90, "the job's outcome",
+                   explain=lambda: missing_outcomes_report(app, [event_id], tmp_path))
+    (outcome,) = outcomes(app)
+    return outcome
+
+
 def test_a_job_that_cannot_connect_to_write_its_answer_is_retried_not_lost(
         app, llm, webhook, tmp_path):
     """The database stops taking connections while the model thinks (a Galera writer killed,
@@ -241,20 +262,7 @@ def test_a_job_that_cannot_connect_to_write_its_answer_is_retried_not_lost(
     capture_on(app)
     llm.reply_items([{"type": "user", "content": KNOWN}], delay=2)
     llm.reply_items([{"type": "user", "content": KNOWN}])
-    gate = _Gate()
-    with (contextlib.closing(gate),
-          worker_processes(1, tmp_path, DATABASE_URL=gate.url(), MEMORY_RETRY_DELAYS_S="1")):
-        wait_until(lambda: registered_workers() == 1, 60, "a registered worker")
-        assert_ok(webhook(event(eventId="evt-unreachable")), 202)
-        llm.wait_for_requests(1, 30)  # the job has read its inputs; the model thinks
-        gate.refuse()
-        job = rq_job(app, "extract-" + hashlib.sha1(b"evt-unreachable").hexdigest())
-        wait_until(lambda: job.get_status() != JobStatus.STARTED, 30,
-                   "the attempt to end while the database refuses connections")
-        gate.open()
-        wait_until(lambda: len(outcomes(app)) == 1, 60, "the job's outcome",
-                   explain=lambda: missing_outcomes_report(app, ["evt-unreachable"], tmp_path))
-    (outcome,) = outcomes(app)
+    outcome = _deliver_while_the_database_refuses(app, llm, webhook, tmp_path, "evt-unreachable")
     assert (outcome["status"], outcome["attempts"], outcome["inserted"]) == \
         ("succeeded", 2, 1), outcome
     with app.app_context():
@@ -270,21 +278,8 @@ def test_a_failed_job_whose_outcome_cannot_be_written_runs_again_until_it_can(
     capture_on(app)
     llm.reply(status=400, delay=2)
     llm.reply(status=400)
-    gate = _Gate()
-    with (contextlib.closing(gate),
-          worker_processes(1, tmp_path, DATABASE_URL=gate.url(), MEMORY_RETRY_DELAYS_S="1")):
-        wait_until(lambda: registered_workers() == 1, 60, "a registered worker")
-        assert_ok(webhook(event(eventId="evt-refused-unwritten")), 202)
-        llm.wait_for_requests(1, 30)  # the job has read its inputs; the model thinks
-        gate.refuse()
-        job = rq_job(app, "extract-" + hashlib.sha1(b"evt-refused-unwritten").hexdigest())
-        wait_until(lambda: job.get_status() != JobStatus.STARTED, 30,
-                   "the attempt to end while the database refuses connections")
-        gate.open()
-        wait_until(lambda: len(outcomes(app)) == 1, 90, "the job's outcome",
-                   explain=lambda: missing_outcomes_report(app, ["evt-refused-unwritten"],
-                                                           tmp_path))
-    (outcome,) = outcomes(app)
+    outcome = _deliver_while_the_database_refuses(app, llm, webhook, tmp_path,
+                                                  "evt-refused-unwritten")
     assert (outcome["status"], outcome["reason"], outcome["attempts"]) == \
         ("failed", "llm_rejected", 1), outcome
     assert len(llm.requests) == 2
