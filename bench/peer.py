@@ -23,6 +23,7 @@ from bench.common import (
     ROOT,
     SERVICE_TOKEN,
     STUB_KEY_ENV,
+    VENV_BIN,
     WEBHOOK_SECRET,
     Table,
     app_env,
@@ -79,7 +80,7 @@ def run_ours(base_url: str, *, fork: bool = True) -> dict[str, float]:
         use_stub_model(cur, base_url)
         fresh_capturing_users(cur, user_ids)
     env = {STUB_KEY_ENV: "bench"}
-    worker = subprocess.Popen([str(ROOT / ".venv" / "bin" / "flask"), "--app", "wsgi",
+    worker = subprocess.Popen([str(VENV_BIN / "flask"), "--app", "wsgi",
                                "worker", "--fork" if fork else "--no-fork"], cwd=ROOT,
                               env=app_env(**env),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
