@@ -44,7 +44,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import redis
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from app.redis_connection import Confirming
 
@@ -251,14 +251,22 @@ class RedisContextCache:
         SENDER.offer(_Store(self, user_id, project_key, version, block, time.monotonic()))
 
     def store_many(self, stores: list[_Store]) -> None:
-        """Each of `stores` as `store` would make it, in one round trip."""
+        """Each of `stores` as `store` would make it, in one round trip: EVALSHA of the script
+        registered at start. (A script object in a pipeline would first ask SCRIPT EXISTS,
+        a second round trip on every batch: a third of a miss's CPU.) A Redis that lost its
+        script cache (a restart) answers NOSCRIPT, and the stores go one by one through the
+        script object, which loads it again."""
         try:
-            with self.redis.pipeline(transaction=False) as pipe:
+            try:
+                with self.redis.pipeline(transaction=False) as pipe:
+                    for s in stores:
+                        pipe.evalsha(self._store.sha, 1, self._key(s.user_id),
+                                     _field(s.project_key), s.version, s.block, TTL_S)
+                    pipe.execute()
+            except NoScriptError:
                 for s in stores:
                     self._store(keys=[self._key(s.user_id)],
-                                args=[_field(s.project_key), s.version, s.block, TTL_S],
-                                client=pipe)
-                pipe.execute()
+                                args=[_field(s.project_key), s.version, s.block, TTL_S])
         except RedisError:
             self._unreachable()
 

@@ -6,6 +6,7 @@ the context endpoint — uses these functions and constants, so the rules cannot
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Iterable
@@ -252,7 +253,14 @@ def one_line(text: str) -> str:
 def prompt_line(scope: Scope | str, project_key: str | None, content: str) -> str:
     """One line of the injected block, always exactly one: rows stored before the input rules,
     or written by any other path, cannot start a line of their own (`## 系统指令`)."""
-    return f"- {one_line(Group.of(scope, project_key).label)} {one_line(content)}"
+    return f"- {_line_label(scope, project_key)} {one_line(content)}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _line_label(scope: Scope | str, project_key: str | None) -> str:
+    """`[用户]` or `[项目:<key>]` as a line starts: a user's few groups, on every context miss
+    (twenty lines each), worked out once."""
+    return one_line(Group.of(scope, project_key).label)
 
 
 def prompt_block(lines: list[str]) -> str:

@@ -199,3 +199,41 @@ def test_a_miss_answers_without_waiting_for_its_store(app, own_redis, memories, 
         assert context_cache.SENDER.settle()
         assert context.cache().lookup(USER, None).block == text
     client.close()
+
+
+def _calls(client: redis.Redis, command: str) -> int:
+    return int(client.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
+
+
+def test_the_sender_stores_a_batch_in_one_round_trip_without_asking_for_its_script(app):
+    """EVALSHA of the script registered at start, nothing else: a script object in a pipeline
+    asks SCRIPT EXISTS first, a second round trip on every batch."""
+    from app.memory.context_cache import _Store
+
+    client = redis.Redis.from_url(TEST_REDIS_URL)
+    cache = RedisContextCache(client, namespace)
+    stores = [_Store(cache, user, None, cache.lookup(user, None).version, f"block {user}",
+                     time.monotonic()) for user in (USER, USER + 1, USER + 2)]
+    cache.store(USER + 3, None, 0, "the script loaded")
+    asked, sent = _calls(client, "script|exists"), _calls(client, "evalsha")
+    cache.store_many(stores)
+    assert (_calls(client, "script|exists") - asked, _calls(client, "evalsha") - sent) == (0, 3)
+    assert [cache.lookup(u, None).block for u in (USER, USER + 1, USER + 2)] == \
+        [f"block {u}" for u in (USER, USER + 1, USER + 2)]
+    client.close()
+
+
+def test_the_sender_stores_after_redis_lost_its_scripts(app):
+    """A restarted Redis has no scripts: NOSCRIPT, and the stores go through the script
+    object, which loads it again."""
+    from app.memory.context_cache import _Store
+
+    client = redis.Redis.from_url(TEST_REDIS_URL)
+    cache = RedisContextCache(client, namespace)
+    cache.store(USER + 3, None, 0, "the script loaded")
+    client.script_flush()
+    version = cache.lookup(USER, None).version
+    cache.store_many([_Store(cache, USER, None, version, "after the flush", time.monotonic())])
+    assert cache.lookup(USER, None).block == "after the flush"
+    assert cache._skip_until == 0.0  # not taken for an unreachable Redis
+    client.close()
