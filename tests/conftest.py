@@ -126,10 +126,6 @@ def _empty_tables(app: Flask) -> None:
 def _flush_redis(url: str) -> None:
     import redis
 
-    from app.memory.context_cache import SENDER
-
-    # The stores this process's reads offered land before the flush, not in the next test.
-    SENDER.settle()
     client = redis.Redis.from_url(url)
     client.flushdb()
     client.close()
@@ -389,7 +385,10 @@ class Api:
 
     def call(self, method: str, path: str, json: Any = None, **kwargs: Any):
         headers = {**self.headers, **kwargs.pop("headers", {})}
-        response = self.client.open(path, method=method, json=json, headers=headers, **kwargs)
+        # Buffered: the answer is read and closed, as a server closes it once sent, which runs
+        # what the endpoint left for then (`app.after_response`).
+        response = self.client.open(path, method=method, json=json, headers=headers,
+                                    buffered=True, **kwargs)
         return response.status_code, response.get_json()
 
     def get(self, path: str, **kwargs: Any):

@@ -76,6 +76,6 @@ def block_json(user_id: int, project_key: str | None) -> str:
         return found.block
     text = current_app.json.dumps(build(user_id, project_key))
     if found.version is not None:
-        # Sent after the answer (`context_cache.StoreSender`): harmless however late it lands.
+        # Sent once the answer is (`app.after_response`): harmless however late it lands.
         cache().offer(user_id, project_key, found.version, text)
     return text

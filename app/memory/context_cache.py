@@ -15,13 +15,12 @@ atomically): a block read before a commit can never be stored after the bump tha
 made, and a block stored before it carries a version the bump has left behind. A writer that
 died with its mark set stops nothing for longer than WRITER_DEADLINE_MS.
 
-A miss answers without waiting for its store: the reader hands it to this process's sender
-(`StoreSender`), one thread that sends what has piled up in one pipelined round trip while the
-reader answers. A store that comes late is as harmless as one that comes at once: the script
-checks the version when it runs, and a change that committed meanwhile has moved it on (its
-bump before the commit). So a block shows up a few milliseconds later, never stale. The queue
-is bounded and a store older than STORE_MAX_AGE_S is dropped unsent: under a slow Redis the
-cost is a miss more, never memory or a block of another age.
+A miss answers without waiting for its store: the store is sent once the answer is
+(`app.after_response`: the WSGI server closes the body after writing it). A store that comes
+late is as harmless as one that comes at once: the script checks the version when it runs, and
+a change that committed meanwhile has moved it on (its bump before the commit). So a block
+shows up a moment later, never stale. (A sender thread per process did this before; handing
+each store to it cost more CPU than the store itself: `bench.run context`.)
 
 Redis unreachable: reads go to the database (and skip Redis for a few seconds instead of
 waiting on it each time); a change fails before it commits (503), so no block can outlive a
@@ -33,19 +32,18 @@ registered once (`register_script`: EVALSHA, and EVAL again if Redis lost its sc
 
 from __future__ import annotations
 
-import logging
-import os
-import queue
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 
 import redis
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import RedisError
 
+from app import after_response
 from app.redis_connection import Confirming
 
 TTL_S = 600
@@ -53,14 +51,7 @@ WRITER_DEADLINE_MS = 60_000
 # After a failed Redis read, this process reads the database without trying Redis for a while.
 REDIS_BACKOFF_S = 5.0
 LOCAL_MAX_ENTRIES = 10_000
-# The stores a process keeps waiting for its sender, and how old one may get before it is dropped
-# (a version outlives it by far: only a Redis that lost its data could make an old one fit).
-STORE_QUEUE_MAX = 1_000
-STORE_MAX_AGE_S = 1.0
-# How many stores at most go in one round trip.
-STORE_BATCH_MAX = 64
 
-log = logging.getLogger(__name__)
 KEY_PREFIX = "memory:{namespace}:context:"
 
 
@@ -82,90 +73,6 @@ def _now_ms() -> int:
 
 
 # ---- Redis ----------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class _Store:
-    cache: RedisContextCache
-    user_id: int
-    project_key: str | None
-    version: int
-    block: str
-    offered_at: float
-
-
-class StoreSender:
-    """This process's one thread that sends the context blocks readers offered, off their
-    requests: what has piled up goes in one pipeline per cache (`RedisContextCache.store_many`).
-
-    Started on the first offer of a process (a forked child — a gunicorn worker — starts its
-    own; a thread does not survive a fork), a daemon: a store still queued at exit is a miss
-    more for the next reader, nothing else."""
-
-    def __init__(self, max_pending: int = STORE_QUEUE_MAX) -> None:
-        self._max_pending = max_pending
-        self._lock = threading.Lock()
-        self._pid = -1
-        self._queue: queue.Queue[_Store] = queue.Queue(max_pending)
-        self._thread: threading.Thread | None = None
-
-    def offer(self, store: _Store) -> None:
-        """Queued for the sender; dropped when the queue is full (Redis slower than the reads)."""
-        if self._pid != os.getpid():
-            self._start()
-        try:
-            self._queue.put_nowait(store)
-        except queue.Full:
-            pass
-
-    def settle(self, timeout_s: float = 5.0) -> bool:
-        """Wait until every store offered so far has been sent (or dropped); False on timeout.
-        For tests and a process that is about to read its own stores back."""
-        if self._pid != os.getpid():
-            return True
-        deadline = time.monotonic() + timeout_s
-        while self._queue.unfinished_tasks:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.001)
-        return True
-
-    def _start(self) -> None:
-        with self._lock:
-            if self._pid == os.getpid():
-                return
-            # The parent's queue and thread stayed with the parent.
-            self._queue = queue.Queue(self._max_pending)
-            self._thread = threading.Thread(target=self._run, args=(self._queue,),
-                                            name="context-store", daemon=True)
-            self._thread.start()
-            self._pid = os.getpid()
-
-    @staticmethod
-    def _run(pending: queue.Queue[_Store]) -> None:
-        while True:
-            batch = [pending.get()]
-            while len(batch) < STORE_BATCH_MAX:
-                try:
-                    batch.append(pending.get_nowait())
-                except queue.Empty:
-                    break
-            try:
-                oldest = time.monotonic() - STORE_MAX_AGE_S
-                by_cache: dict[int, list[_Store]] = {}
-                for store in batch:
-                    if store.offered_at >= oldest:
-                        by_cache.setdefault(id(store.cache), []).append(store)
-                for stores in by_cache.values():
-                    stores[0].cache.store_many(stores)
-            except Exception:  # the thread must live on for the next stores
-                log.exception("event=context_cache.store_failed count=%d", len(batch))
-            finally:
-                for _ in batch:
-                    pending.task_done()
-
-
-SENDER = StoreSender()
-
 
 # KEYS[1] the user's hash; ARGV: field, version seen before reading, block, ttl.
 _STORE = """
@@ -246,29 +153,9 @@ class RedisContextCache:
             self._unreachable()
 
     def offer(self, user_id: int, project_key: str | None, version: int, block: str) -> None:
-        """`store`, made by this process's sender while the caller answers: the reader does not
-        wait for Redis a second time."""
-        SENDER.offer(_Store(self, user_id, project_key, version, block, time.monotonic()))
-
-    def store_many(self, stores: list[_Store]) -> None:
-        """Each of `stores` as `store` would make it, in one round trip: EVALSHA of the script
-        registered at start. (A script object in a pipeline would first ask SCRIPT EXISTS,
-        a second round trip on every batch: a third of a miss's CPU.) A Redis that lost its
-        script cache (a restart) answers NOSCRIPT, and the stores go one by one through the
-        script object, which loads it again."""
-        try:
-            try:
-                with self.redis.pipeline(transaction=False) as pipe:
-                    for s in stores:
-                        pipe.evalsha(self._store.sha, 1, self._key(s.user_id),
-                                     _field(s.project_key), s.version, s.block, TTL_S)
-                    pipe.execute()
-            except NoScriptError:
-                for s in stores:
-                    self._store(keys=[self._key(s.user_id)],
-                                args=[_field(s.project_key), s.version, s.block, TTL_S])
-        except RedisError:
-            self._unreachable()
+        """`store`, once the answer being made is sent (`app.after_response`): the reader does
+        not wait for Redis a second time."""
+        after_response.defer(partial(self.store, user_id, project_key, version, block))
 
     @contextmanager
     def writing(self, user_ids: Collection[int]) -> Iterator[None]:

@@ -12,7 +12,9 @@ error table as Flask's handlers: `envelope.refusal`), OPTIONS and 405 with `Allo
 down (503) and a bug (500) — and nothing falls through to a second implementation. So no Flask
 hook runs for the platform's traffic: what these paths need (security headers, metrics) they
 do themselves, from the same constants. The Flask routes stay registered for the URL map and
-the OpenAPI document, and hand their request to the same endpoint.
+the OpenAPI document, and hand their request to the same endpoint. Work an endpoint leaves for
+after its answer (the context cache's store) runs when the server closes the answer
+(`app.after_response`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 from flask import Flask, current_app
 from werkzeug.exceptions import MethodNotAllowed
 
-from app import tracing
+from app import after_response, tracing
 from app.envelope import failure, refusal
 from app.security_headers import EVERY_RESPONSE, PRIVATE
 
@@ -67,7 +69,7 @@ class HotPath(ABC):
         if method == "OPTIONS":
             start_response("200 OK", [("Allow", self.allow), ("Content-Length", "0"), *headers])
             return [b""]
-        with self.app.app_context():
+        with self.app.app_context(), after_response.collecting() as pending:
             try:
                 if method not in self._taken:
                     headers.append(("Allow", self.allow))
@@ -79,7 +81,7 @@ class HotPath(ABC):
         body = text.encode("utf-8")
         start_response(STATUS_LINES.get(status, f"{status} ERROR"),
                        [CONTENT_TYPE, ("Content-Length", str(len(body))), *headers])
-        return [b""] if method == "HEAD" else [body]
+        return after_response.closing([b""] if method == "HEAD" else [body], pending)
 
     @abstractmethod
     def answer(self, environ: WSGIEnvironment) -> tuple[int, str]:

@@ -180,9 +180,10 @@ def test_a_reply_that_came_too_late_never_answers_a_later_lookup(own_redis):
 
 
 def test_a_miss_answers_without_waiting_for_its_store(app, own_redis, memories, monkeypatch):
-    """Its store goes to the process's sender (`StoreSender`): a Redis slow to take writes
-    delays the block's arrival in the cache, not the read."""
-    from app.memory import context, context_cache
+    """Its store is sent once the answer is (`app.after_response`): a Redis slow to take
+    writes delays the block's arrival in the cache, not the read."""
+    from app import after_response
+    from app.memory import context
 
     memories.add(USER, "报告用中文")
     client = redis.Redis.from_url(own_redis.url)
@@ -190,50 +191,55 @@ def test_a_miss_answers_without_waiting_for_its_store(app, own_redis, memories, 
         monkeypatch.setitem(app.extensions, context.EXTENSION,
                             RedisContextCache(cache_client(own_redis.url), namespace))
         context.block_json(USER, None)  # the scripts loaded, the connection open
-        assert context_cache.SENDER.settle()
         context.cache().invalidate(USER)
         client.client_pause(1500, all=False)  # writes (the store's script) wait; reads do not
-        began = time.monotonic()
-        text = context.block_json(USER, None)
-        assert time.monotonic() - began < 0.5, "the read waited for its store"
-        assert context_cache.SENDER.settle()
+        with after_response.collecting() as pending:
+            began = time.monotonic()
+            text = context.block_json(USER, None)
+            assert time.monotonic() - began < 0.5, "the read waited for its store"
+        assert len(pending) == 1 and context.cache().lookup(USER, None).block is None
+        for work in pending:  # as the server's close() of the answer runs them
+            work()
         assert context.cache().lookup(USER, None).block == text
     client.close()
+
+
+def test_a_miss_outside_an_answer_stores_at_once(app, own_redis, memories, monkeypatch):
+    """A read no answer collects work for (the preview page, a command) stores before it
+    returns: nothing is left for a close() that never comes."""
+    from app.memory import context
+
+    memories.add(USER, "报告用中文")
+    with app.app_context():
+        monkeypatch.setitem(app.extensions, context.EXTENSION,
+                            RedisContextCache(cache_client(own_redis.url), namespace))
+        text = context.block_json(USER, None)
+        assert context.cache().lookup(USER, None).block == text
 
 
 def _calls(client: redis.Redis, command: str) -> int:
     return int(client.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
 
 
-def test_the_sender_stores_a_batch_in_one_round_trip_without_asking_for_its_script(app):
-    """EVALSHA of the script registered at start, nothing else: a script object in a pipeline
-    asks SCRIPT EXISTS first, a second round trip on every batch."""
-    from app.memory.context_cache import _Store
-
+def test_a_store_is_one_evalsha_without_asking_for_its_script(app):
+    """EVALSHA of the script registered at start, and nothing else (no SCRIPT EXISTS, which a
+    script run in a pipeline asks first)."""
     client = redis.Redis.from_url(TEST_REDIS_URL)
     cache = RedisContextCache(client, namespace)
-    stores = [_Store(cache, user, None, cache.lookup(user, None).version, f"block {user}",
-                     time.monotonic()) for user in (USER, USER + 1, USER + 2)]
     cache.store(USER + 3, None, 0, "the script loaded")
+    version = cache.lookup(USER, None).version
     asked, sent = _calls(client, "script|exists"), _calls(client, "evalsha")
-    cache.store_many(stores)
-    assert (_calls(client, "script|exists") - asked, _calls(client, "evalsha") - sent) == (0, 3)
-    assert [cache.lookup(u, None).block for u in (USER, USER + 1, USER + 2)] == \
-        [f"block {u}" for u in (USER, USER + 1, USER + 2)]
+    cache.store(USER, None, version, "stored")
+    assert (_calls(client, "script|exists") - asked, _calls(client, "evalsha") - sent) == (0, 1)
+    assert cache.lookup(USER, None).block == "stored"
     client.close()
 
 
-def test_the_sender_stores_after_redis_lost_its_scripts(app):
-    """A restarted Redis has no scripts: NOSCRIPT, and the stores go through the script
-    object, which loads it again."""
-    from app.memory.context_cache import _Store
-
+def test_a_store_after_redis_lost_its_scripts_loads_it_again(app):
     client = redis.Redis.from_url(TEST_REDIS_URL)
     cache = RedisContextCache(client, namespace)
     cache.store(USER + 3, None, 0, "the script loaded")
     client.script_flush()
-    version = cache.lookup(USER, None).version
-    cache.store_many([_Store(cache, USER, None, version, "after the flush", time.monotonic())])
+    cache.store(USER, None, cache.lookup(USER, None).version, "after the flush")
     assert cache.lookup(USER, None).block == "after the flush"
-    assert cache._skip_until == 0.0  # not taken for an unreachable Redis
     client.close()

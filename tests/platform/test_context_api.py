@@ -225,69 +225,45 @@ def _marker_lines(data: dict) -> list[str]:
     return [m["content"] for m in data["memories"]]
 
 
-def test_a_late_store_of_a_block_read_before_a_change_is_never_served(
-        app, platform, alice, monkeypatch):
-    """The store of a miss is sent after the read answered (`context_cache.StoreSender`); held
-    back here until a change has committed, it lands late, and the versioned key refuses it:
-    the next read has the change (real Redis, real database)."""
-    import threading
+def _read_held_open(platform, user_id):
+    """A context read whose answer is not closed yet: its store (`app.after_response`) waits
+    for `close()`, as it does while a server writes the answer."""
+    response = platform.client.get(f"{URL}?userId={user_id}", headers=platform.headers)
+    assert response.status_code == 200
+    return response
 
-    from app.memory import context_cache
-    from app.memory.context_cache import RedisContextCache
 
+def test_a_late_store_of_a_block_read_before_a_change_is_never_served(platform, alice):
+    """The store of a miss is sent after the read answered; held back here until a change has
+    committed, it lands late, and the versioned key refuses it: the next read has the change
+    (real Redis, real database)."""
     item = assert_ok(alice.post("/api/v1/memory", {"scope": "USER", "content": "marker 0"}), 201)
-    gate, held = threading.Event(), threading.Event()
-    store_many = RedisContextCache.store_many
-
-    def late(self, stores):
-        held.set()
-        assert gate.wait(10), "the test never let the store go"
-        store_many(self, stores)
-
-    monkeypatch.setattr(RedisContextCache, "store_many", late)
-    assert _marker_lines(context(platform, alice.user_id)) == ["marker 0"]  # a miss: answered
-    assert held.wait(5), "the miss offered no store"
+    held = _read_held_open(platform, alice.user_id)  # a miss: answered, its store not sent
+    assert [m["content"] for m in held.get_json()["data"]["memories"]] == ["marker 0"]
     assert_ok(alice.patch(f"/api/v1/memory/{item['id']}", {"content": "marker 1"}))
-    gate.set()  # the old block's store lands now, after the change committed
-    assert context_cache.SENDER.settle()
-    monkeypatch.setattr(RedisContextCache, "store_many", store_many)
+    held.close()  # the old block's store lands now, after the change committed
     for _ in range(2):  # from the database, then from the cache it filled
         assert _marker_lines(context(platform, alice.user_id)) == ["marker 1"]
-        assert context_cache.SENDER.settle()
 
 
 def test_a_late_store_landing_while_a_change_is_in_flight_is_refused(
-        app, platform, alice, monkeypatch):
+        platform, alice, monkeypatch):
     """The store lands between the change's mark and its commit: refused too (the writer is in
     flight); the reads after the commit have the change."""
-    import threading
-
-    from app.memory import context_cache
     from app.memory.context_cache import RedisContextCache
 
     item = assert_ok(alice.post("/api/v1/memory", {"scope": "USER", "content": "marker 0"}), 201)
-    gate, landed = threading.Event(), threading.Event()
-    store_many = RedisContextCache.store_many
-
-    def late(self, stores):
-        assert gate.wait(10), "the test never let the store go"
-        store_many(self, stores)
-        landed.set()
-
+    held = _read_held_open(platform, alice.user_id)
     writing = RedisContextCache.writing
 
     @contextlib.contextmanager
     def store_lands_mid_commit(self, user_ids):
         with writing(self, user_ids):
-            gate.set()  # marked, not yet committed: the old block's store lands now
-            assert landed.wait(5), "the store never landed"
+            held.close()  # marked, not yet committed: the old block's store lands now
             yield
 
-    monkeypatch.setattr(RedisContextCache, "store_many", late)
-    assert _marker_lines(context(platform, alice.user_id)) == ["marker 0"]
     monkeypatch.setattr(RedisContextCache, "writing", store_lands_mid_commit)
     assert_ok(alice.patch(f"/api/v1/memory/{item['id']}", {"content": "marker 1"}))
-    monkeypatch.setattr(RedisContextCache, "store_many", store_many)
+    monkeypatch.setattr(RedisContextCache, "writing", writing)
     for _ in range(2):
         assert _marker_lines(context(platform, alice.user_id)) == ["marker 1"]
-        assert context_cache.SENDER.settle()

@@ -56,7 +56,7 @@ def test_no_read_is_older_than_a_change_committed_before_it(app, alice, tmp_path
         _call(webs[0] + context, platform)
         with app.app_context():
             prefix = KEY_PREFIX.format(namespace=installation().namespace)
-        # The web process stores the block after it answered (`context_cache.StoreSender`).
+        # The web process stores the block once its answer is sent (`app.after_response`).
         client = redis.Redis.from_url(TEST_REDIS_URL)
         deadline = time.monotonic() + 5
         while (cached := client.hget(f"{prefix}{alice.user_id}", "b:mao")) is None \
