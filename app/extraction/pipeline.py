@@ -118,8 +118,10 @@ def _read(job: ExtractionJob, groups: list[Group]) -> JobReads:
     try:
         return _read_once(job, groups)
     except SQLAlchemyError as exc:
-        log.warning("event=extraction.inputs_unreadable user=%s error=%s", job.user_id,
-                    type(exc).__name__)
+        # The driver's own error (code and message), never SQLAlchemy's text with the SQL.
+        orig = getattr(exc, "orig", None)
+        log.warning("event=extraction.inputs_unreadable user=%s error=%s detail=%r", job.user_id,
+                    type(exc).__name__, orig.args if orig is not None else str(exc))
         raise InputsUnreadable(str(exc)) from exc
 
 

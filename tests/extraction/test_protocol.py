@@ -367,3 +367,20 @@ def test_a_job_that_cannot_read_its_comparison_set_never_asks_the_model(
     assert llm.requests == []
     assert memories.get(active) == before
     assert memories.count(USER_ID) == 1
+
+
+def test_an_unreadable_input_is_logged_with_the_servers_own_error(
+        app, extract, llm, monkeypatch, caplog):
+    """The operator reads why: the server's error code and message, not only a class name —
+    and no SQL, whose values could carry a user's words."""
+    def unavailable(user_id, groups):
+        return rows(MISSING_TABLE, {"user_id": user_id})
+
+    monkeypatch.setattr(repository, "known_sets", unavailable)
+    app.config["MEMORY_RETRY_DELAYS_S"] = (0,)
+    caplog.set_level("WARNING", logger="app.extraction.pipeline")
+    extract(None)
+    [line, *_] = [r.getMessage() for r in caplog.records
+                  if "event=extraction.inputs_unreadable" in r.getMessage()]
+    assert "error=ProgrammingError" in line and "1146" in line and "no_such_table" in line
+    assert "SELECT" not in line
