@@ -10,7 +10,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app import config as app_config
 from app import galera
-from app.database import engines, pools
+from app.database import engines, pools, request_end
 from app.extensions import db
 from app.jsonbody import RequestJSONProvider
 from app.wire import AsciiIntegerConverter
@@ -35,6 +35,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     _trust_proxies(app)
 
     db.init_app(app)
+    request_end.init_app(app)
     # Flask-Migrate (and Alembic under it) only here: the domain's modules import no migration tool.
     Migrate(app, db, directory=app_config.MIGRATIONS_DIR)
     with app.app_context():
