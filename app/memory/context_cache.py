@@ -20,7 +20,7 @@ A miss answers without waiting for its store: the store is sent once the answer 
 late is as harmless as one that comes at once: the script checks the version when it runs, and
 a change that committed meanwhile has moved it on (its bump before the commit). So a block
 shows up a moment later, never stale. (A sender thread per process did this before; handing
-each store to it cost more CPU than the store itself: `bench.run context`.)
+each store to it cost more CPU than the store itself, measured in process.)
 
 Redis unreachable: reads go to the database (and skip Redis for a few seconds instead of
 waiting on it each time); a change fails before it commits (503), so no block can outlive a
