@@ -221,10 +221,10 @@ def _calls(client: redis.Redis, command: str) -> int:
     return int(client.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
 
 
-def test_a_store_is_one_evalsha_without_asking_for_its_script(app):
+def test_a_store_is_one_evalsha_without_asking_for_its_script(own_redis):
     """EVALSHA of the script registered at start, and nothing else (no SCRIPT EXISTS, which a
-    script run in a pipeline asks first)."""
-    client = redis.Redis.from_url(TEST_REDIS_URL)
+    script run in a pipeline asks first). On a Redis of its own: the counts are the server's."""
+    client = redis.Redis.from_url(own_redis.url)
     cache = RedisContextCache(client, namespace)
     cache.store(USER + 3, None, 0, "the script loaded")
     version = cache.lookup(USER, None).version
@@ -235,8 +235,8 @@ def test_a_store_is_one_evalsha_without_asking_for_its_script(app):
     client.close()
 
 
-def test_a_store_after_redis_lost_its_scripts_loads_it_again(app):
-    client = redis.Redis.from_url(TEST_REDIS_URL)
+def test_a_store_after_redis_lost_its_scripts_loads_it_again(own_redis):
+    client = redis.Redis.from_url(own_redis.url)
     cache = RedisContextCache(client, namespace)
     cache.store(USER + 3, None, 0, "the script loaded")
     client.script_flush()
