@@ -8,5 +8,7 @@
 - `pools`: what a pool does with a connection — the reset it gets back with (`prove_idle`) and
   an empty pool in a forked child;
 - `conflicts`: a unit of work that lost a deadlock or a lock-wait timeout, run again; what
-  counts as the database unavailable (gone, or not reachable) rather than the work failing.
+  counts as the database unavailable (gone, or not reachable) rather than the work failing;
+- `request_end`: the ORM session's end of each app context, which a connection the server
+  dropped after the last statement cannot turn into a 500.
 """

@@ -49,6 +49,14 @@ def is_unavailable(exc: BaseException) -> bool:
     return isinstance(exc, sa.exc.OperationalError) and _error_number(exc) in UNREACHABLE
 
 
+def server_said(exc: BaseException) -> object:
+    """What the server or the driver said of a failed statement, for a log line: the driver
+    exception's arguments (MySQL's error number and message), never SQLAlchemy's text of it,
+    which carries the SQL."""
+    orig = getattr(exc, "orig", None)
+    return orig.args if orig is not None else str(exc)
+
+
 def _error_number(exc: sa.exc.DBAPIError) -> object:
     """The server's error number of the driver's exception (MySQL's first argument)."""
     args = getattr(exc.orig, "args", ())

@@ -18,6 +18,7 @@ import logging
 from flask import Flask
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.database.conflicts import server_said
 from app.extensions import db
 
 log = logging.getLogger(__name__)
@@ -28,9 +29,8 @@ def end_session(exc: BaseException | None = None) -> None:
     try:
         db.session.remove()
     except SQLAlchemyError as error:
-        orig = getattr(error, "orig", None)
         log.warning("event=db.session_end_failed error=%s detail=%r", type(error).__name__,
-                    orig.args if orig is not None else str(error))
+                    server_said(error))
         try:
             db.session.remove()  # the connection is invalidated now: nothing left to send
         except SQLAlchemyError:

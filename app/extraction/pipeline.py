@@ -25,7 +25,7 @@ from flask import current_app
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.database.batches import batch
-from app.database.conflicts import retry_conflicts
+from app.database.conflicts import retry_conflicts, server_said
 from app.database.engines import hot_engines
 from app.extraction import llm, parser, prompt, trigger
 from app.extraction.outcomes import Outcome, OutcomeStatus, runnable_model
@@ -118,10 +118,8 @@ def _read(job: ExtractionJob, groups: list[Group]) -> JobReads:
     try:
         return _read_once(job, groups)
     except SQLAlchemyError as exc:
-        # The driver's own error (code and message), never SQLAlchemy's text with the SQL.
-        orig = getattr(exc, "orig", None)
         log.warning("event=extraction.inputs_unreadable user=%s error=%s detail=%r", job.user_id,
-                    type(exc).__name__, orig.args if orig is not None else str(exc))
+                    type(exc).__name__, server_said(exc))
         raise InputsUnreadable(str(exc)) from exc
 
 
