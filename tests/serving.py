@@ -17,7 +17,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
@@ -84,6 +84,15 @@ class Served:
         return self.stderr.read_text(encoding="utf-8")
 
 
+# What `flask serve` and gunicorn print when their port was taken before they could bind it.
+_PORT_TAKEN = ("Address already in use", "Connection in use")
+
+
+class PortTaken(AssertionError):
+    """The free port picked for a web process was taken before it bound it (by another test's
+    process, or as the source port of an outgoing connection)."""
+
+
 def _wait_until_listening(served: Served, timeout_s: float = 60) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -92,7 +101,10 @@ def _wait_until_listening(served: Served, timeout_s: float = 60) -> None:
                 return
         except (urllib.error.URLError, OSError):
             if served.process.poll() is not None:
-                raise AssertionError(f"{served.url} exited: {served.log()[-3000:]}") from None
+                log = served.log()[-3000:]
+                failure = PortTaken if any(taken in log for taken in _PORT_TAKEN) \
+                    else AssertionError
+                raise failure(f"{served.url} exited: {log}") from None
             assert time.monotonic() < deadline, f"{served.url} never answered"
             time.sleep(0.1)
 
@@ -118,22 +130,38 @@ def web_process(command: list[str], log_dir: Path, name: str, port: int,
 
 
 @contextlib.contextmanager
+def _on_a_free_port(command_for: Callable[[int], list[str]], log_dir: Path, name: str,
+                    env: dict[str, str], attempts: int = 3) -> Iterator[Served]:
+    """`web_process` of `command_for(port)` on a free port, on another one when the port was
+    taken between `free_port` and the process binding it."""
+    for _ in range(attempts):
+        port = free_port()
+        with contextlib.ExitStack() as stack:
+            try:
+                served = stack.enter_context(
+                    web_process(command_for(port), log_dir, name, port, env))
+            except PortTaken:
+                continue
+            yield served
+            return
+    raise AssertionError(f"{name}: {attempts} free ports were each taken before it bound them")
+
+
+@contextlib.contextmanager
 def serve(instance: Path, log_dir: Path, name: str = "serve", **env: str) -> Iterator[Served]:
     """`flask serve` with its instance folder at `instance`; `env` over `process_env()`."""
-    port = free_port()
-    command = [sys.executable, "-m", "flask", "--app", f"tests.serving:app_in({str(instance)!r})",
-               "serve", "--port", str(port)]
-    with web_process(command, log_dir, name, port, process_env(**env)) as served:
+    with _on_a_free_port(lambda port: [
+            sys.executable, "-m", "flask", "--app", f"tests.serving:app_in({str(instance)!r})",
+            "serve", "--port", str(port)], log_dir, name, process_env(**env)) as served:
         yield served
 
 
 @contextlib.contextmanager
 def gunicorn(log_dir: Path, name: str, **env: str) -> Iterator[Served]:
     """`gunicorn wsgi:app`, one worker process, as in production."""
-    port = free_port()
-    command = [sys.executable, "-m", "gunicorn", "-w", "1", "-b", f"127.0.0.1:{port}",
-               "wsgi:app"]
-    with web_process(command, log_dir, name, port, process_env(**env)) as served:
+    with _on_a_free_port(lambda port: [
+            sys.executable, "-m", "gunicorn", "-w", "1", "-b", f"127.0.0.1:{port}", "wsgi:app"],
+            log_dir, name, process_env(**env)) as served:
         yield served
 
 

@@ -4,10 +4,11 @@ its snapshot of the database ("nothing changed"), and the fork server its worker
 from __future__ import annotations
 
 import signal
+import socket
 from pathlib import Path
 
 from app.extensions import db
-from tests import forked_commands
+from tests import forked_commands, serving
 from tests.conftest import DefaultApp, snapshot
 from tests.serving import ROOT, process_env
 from tests.workers import registered_workers, wait_until, worker_env, worker_states
@@ -88,3 +89,18 @@ def test_a_forked_worker_is_a_process_of_its_own_that_signals_stop(app, tmp_path
     assert command.wait(timeout=30) == 0  # RQ's warm shutdown
     assert registered_workers() == 0
     assert "warm shut down requested" in (tmp_path / "worker.log").read_text()
+
+
+def test_a_web_process_whose_port_was_taken_meanwhile_starts_on_another(app, tmp_path: Path,
+                                                                          monkeypatch):
+    """`free_port` frees the port it found; another process (or an outgoing connection's source
+    port) may take it before `serve` binds it: the harness starts it again on another port
+    instead of failing the test (seen in CI: "Address already in use")."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ports = iter([taken.getsockname()[1]])
+        free = serving.free_port
+        monkeypatch.setattr(serving, "free_port", lambda: next(ports, None) or free())
+        with serving.serve(tmp_path / "instance", tmp_path) as served:
+            assert served.url != f"http://127.0.0.1:{taken.getsockname()[1]}"
