@@ -172,15 +172,20 @@ class RedisContextCache:
                 marked.append(user_id)
             yield
         finally:
-            if marked:
-                try:
+            try:
+                if len(marked) == 1:
+                    # Nearly every commit (a job, an edit) changes one user's memories: one
+                    # EVALSHA. A script in a pipeline first asks SCRIPT EXISTS, a round trip
+                    # worth paying only for several users at once.
+                    self._bump(keys=[self._key(marked[0])], args=[-1, 0, TTL_S])
+                elif marked:
                     with self.redis.pipeline(transaction=False) as pipe:
                         for user_id in marked:
                             self._bump(keys=[self._key(user_id)], args=[-1, 0, TTL_S],
                                        client=pipe)
                         pipe.execute()
-                except RedisError:
-                    self._unreachable()
+            except RedisError:
+                self._unreachable()
 
     def _mark(self, user_id: int) -> None:
         """The version moved on and a writer marked in flight, before a commit."""

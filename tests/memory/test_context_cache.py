@@ -243,3 +243,43 @@ def test_a_store_after_redis_lost_its_scripts_loads_it_again(own_redis):
     cache.store(USER, None, cache.lookup(USER, None).version, "after the flush")
     assert cache.lookup(USER, None).block == "after the flush"
     client.close()
+
+
+def test_a_commit_for_one_user_is_two_evalsha_without_asking_for_the_script(own_redis):
+    """The mark before the commit and its end after it: one EVALSHA each, no SCRIPT EXISTS (a
+    script run in a pipeline asks for it first: a round trip more for every job and edit)."""
+    client = redis.Redis.from_url(own_redis.url)
+    cache = RedisContextCache(client, namespace)
+    with cache.writing([USER + 3]):
+        pass  # loads the script
+    asked, sent = _calls(client, "script|exists"), _calls(client, "evalsha")
+    with cache.writing([USER]):
+        pass
+    assert (_calls(client, "script|exists") - asked, _calls(client, "evalsha") - sent) == (0, 2)
+    client.close()
+
+
+def test_a_commit_after_redis_lost_its_scripts_ends_its_mark(own_redis):
+    client = redis.Redis.from_url(own_redis.url)
+    cache = RedisContextCache(client, namespace)
+    seen = cache.lookup(USER, None)
+    with cache.writing([USER]):
+        client.script_flush()
+    found = cache.lookup(USER, None)
+    assert (found.block, found.version) == (None, seen.version + 2)  # moved on, mark gone
+    cache.store(USER, None, found.version, "stored after the flush")
+    assert cache.lookup(USER, None).block == "stored after the flush"
+    client.close()
+
+
+def test_a_commit_for_several_users_ends_each_ones_mark(cache):
+    users = [USER, USER + 1, USER + 2]
+    seen = [cache.lookup(user, None).version for user in users]
+    with cache.writing(users):
+        assert all(cache.lookup(user, None).version is None for user in users)
+    after = [cache.lookup(user, None) for user in users]
+    assert [found.version for found in after] == [version + 2 for version in seen]
+    for user, found in zip(users, after, strict=True):
+        cache.store(user, None, found.version, f"block of {user}")
+    assert [cache.lookup(user, None).block for user in users] == [
+        f"block of {user}" for user in users]
