@@ -151,7 +151,11 @@ def _agreement(case: schemathesis.Case, response: Any) -> list[Any]:
     in the database, not in the document: the fuzz always names the one setting there is (an
     unknown key's 400 has its own test), and 3003, a model id no model has, is a reference to
     something missing — the 404 of a value, which no document can rule out; so is 3038, content
-    that holds a credential (SPEC §11), which no pattern can describe. A request made
+    that holds a credential (SPEC §11), which no pattern can describe; and a 412 answers an
+    If-Match that names another version than the row's (SPEC §11), the row's state and not the
+    request's shape, as a 409 does (schemathesis also draws strings from the app's own modules,
+    such as the pages' `memory-changed`, for any string it generates, an If-Match too). A
+    request made
     invalid only in a header or cookie was made valid again by `credentials` (every documented
     header and cookie is a credential), so it says nothing about rejection; nor does a query
     that only adds parameters the operation does not name: the service, as the URL conventions
@@ -169,6 +173,8 @@ def _agreement(case: schemathesis.Case, response: Any) -> list[Any]:
             for mutation in mutations):
         return [positive_data_acceptance]
     if response.status_code == 400 and response.json().get("code") in (3003, 3038):
+        return [negative_data_rejection]
+    if response.status_code == 412:
         return [negative_data_rejection]
     if response.status_code == 400 and _astral_ignorable_key(case):
         return [negative_data_rejection]
