@@ -43,8 +43,13 @@ def init_app(app: Flask, orm_engine_options: dict[str, Any]) -> None:
     # (`conflicts.retry_conflicts`; the webhook's caller does, see `intake.receive`).
     options = {k: v for k, v in orm_engine_options.items()
                if k not in ("isolation_level", "pool_pre_ping", "pool_reset_on_return")}
+    read_options = dict(options)
+    if "connect_args" in options and url.startswith(("mysql", "mariadb")):
+        # PyMySQL turns autocommit off as it connects, unless told, and SQLAlchemy then on
+        # again: two round trips for each new connection, and a work horse opens one per job.
+        read_options["connect_args"] = {**options["connect_args"], "autocommit": True}
     reads = guard(sa.create_engine(url, isolation_level="AUTOCOMMIT",
-                                   pool_reset_on_return=None, **options)
+                                   pool_reset_on_return=None, **read_options)
                   ).execution_options(**{AUTOCOMMIT: True})
     if url.startswith("sqlite"):
         # One local file and no round trips: the webhook needs no pool of its own, and SQLite's
