@@ -5,7 +5,10 @@ use) against the same instant stub for chat and embeddings, with a local on-disk
 gunicorn (2 workers) + one `flask --app wsgi worker`, on MariaDB and Redis.
 - remembering a turn: mem0 `add()` vs our signed webhook until its outcome row is committed;
 - reading for a new session (a user with ~200 memories): mem0 `get_all()` / `search()` (in
-  process, no HTTP) vs our context endpoint over HTTP.
+  process, no HTTP) vs our context endpoint over HTTP;
+- next to it, what RQ alone spends forking a work horse for a no-op job from a process our
+  worker's size (`bench.rq_sized_worker`): the part of remembering a turn no work of ours
+  can remove while the worker forks.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from bench.common import (
     verdict,
 )
 from bench.turns import USERS, turns
+from bench.worker_jobs import rq_forking
 
 MEM0_VENV = Path(__file__).resolve().parent / ".venv-mem0"
 MEM0_PACKAGE = "mem0ai==2.2.1"
@@ -44,6 +48,7 @@ CONTEXT_READS = 100
 # reading for a new session in at most a tenth of its get_all().
 REMEMBER_TARGET = 0.5
 READ_TARGET = 0.1
+RQ_FLOOR_JOBS = 300
 
 
 def mem0_python() -> Path:
@@ -131,6 +136,9 @@ def run(tables: list[Table]) -> None:
         mem0 = run_mem0(base_url)
         ours = run_ours(base_url)
         unforked = run_ours(base_url, fork=False)
+    # What RQ alone spends forking a work horse from a process our worker's size, for a job
+    # that does nothing: the part of remembering a turn no work of ours can take away.
+    rq_floor_ms, _ = rq_forking(sized=True, jobs=RQ_FLOOR_JOBS)
     table = Table("Peer: the same 1,000 turns (5 users x 200) through mem0 2.2.1 and this "
                   "service, same instant LLM stub",
                   ["step", "mem0", "ours", "ours vs mem0"])
@@ -153,6 +161,10 @@ def run(tables: list[Table]) -> None:
     read = ours["context_p50_ms"] / mem0["get_all_p50_ms"]
     table.notes.append(f"target: remember a turn (mean, forking worker) <= {REMEMBER_TARGET}x "
                        f"mem0's add(): {remember:.2f}x, {verdict(remember <= REMEMBER_TARGET)}")
+    table.notes.append(f"of that, RQ alone forking a no-op job from a process our worker's size "
+                       f"(`bench.rq_sized_worker`): {rq_floor_ms:.1f} ms = "
+                       f"{rq_floor_ms / mem0['add_mean_ms']:.2f}x mem0's add(), before any work "
+                       "of ours")
     table.notes.append(f"target: read for a new session (p50) <= {READ_TARGET}x mem0's "
                        f"get_all(): {read:.2f}x, {verdict(read <= READ_TARGET)}")
     table.notes.append(f"memories per user at the end: mem0 {mem0['memories_per_user']:.0f}, "
