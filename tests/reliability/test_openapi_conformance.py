@@ -155,12 +155,11 @@ def _agreement(case: schemathesis.Case, response: Any) -> list[Any]:
     If-Match that names another version than the row's (SPEC §11), the row's state and not the
     request's shape, as a 409 does (schemathesis also draws strings from the app's own modules,
     such as the pages' `memory-changed`, for any string it generates, an If-Match too). A
-    request made
-    invalid only in a header or cookie was made valid again by `credentials` (every documented
-    header and cookie is a credential), so it says nothing about rejection; nor does a query
-    that only adds parameters the operation does not name: the service, as the URL conventions
-    of the web go, ignores query parameters it does not know (a proxy's or a platform's cache
-    buster), and only the ones it names are checked."""
+    request made invalid only in a header or cookie was made valid again by `credentials`
+    (every documented header and cookie is a credential), so it says nothing about rejection;
+    nor does a query that only adds parameters the operation does not name: the service, as
+    the URL conventions of the web go, ignores query parameters it does not know (a proxy's or
+    a platform's cache buster), and only the ones it names are checked."""
     data = case.meta.phase.data if case.meta is not None else None
     if getattr(data, "parameter_location", None) in (ParameterLocation.HEADER,
                                                       ParameterLocation.COOKIE):
@@ -174,7 +173,7 @@ def _agreement(case: schemathesis.Case, response: Any) -> list[Any]:
         return [positive_data_acceptance]
     if response.status_code == 400 and response.json().get("code") in (3003, 3038):
         return [negative_data_rejection]
-    if response.status_code == 412:
+    if response.status_code == 412 and response.json().get("code") == 3037:
         return [negative_data_rejection]
     if response.status_code == 400 and _astral_ignorable_key(case):
         return [negative_data_rejection]
