@@ -380,6 +380,7 @@ def run(tables: list[Table]) -> None:
         # own work as the non-forking worker does it (its ms/job less RQ's own share).
         free_horse_ms = sized_fork_ms + per_job[False] - rq_ms
         free_horse_multiple = free_horse_ms / rq_fork_ms
+        horse_budget_ms = FORKING_TARGET_RQ_MULTIPLE * rq_fork_ms - free_horse_ms
         table.add("forking worker, if its horse cost nothing", f"{free_horse_ms:.1f} ms/job",
                   f"{rq_fork_ms:.1f} ms/job (stock `rq worker`)",
                   f"{free_horse_multiple:.2f}x: {sized_fork_ms:.1f} (RQ forking from our size) "
@@ -410,8 +411,9 @@ def run(tables: list[Table]) -> None:
         f"target: one forking worker's ms/job <= {FORKING_TARGET_RQ_MULTIPLE}x a stock forking "
         f"`rq worker`'s on a no-op job, same run, same Redis: {forking_multiple:.2f}x, "
         f"{verdict(forking_multiple <= FORKING_TARGET_RQ_MULTIPLE)}; a horse that cost "
-        f"nothing would be {free_horse_multiple:.2f}x (`forking worker, if its horse cost "
-        "nothing`): the part of the target a horse of ours can still reach",
+        f"nothing would already be {free_horse_multiple:.2f}x (`forking worker, if its horse "
+        f"cost nothing`): the target leaves a horse of ours {max(0.0, horse_budget_ms):.1f} "
+        f"ms/job, and it costs {per_job[True] - free_horse_ms:.1f}",
         f"at 200 existing memories every insert first demotes the group's oldest machine-made "
         f"row (D14): {D14_EXTRA_STATEMENTS} statements and {D14_EXTRA_ROUND_TRIPS} round trips "
         "more per demotion (its lookups ride with the user lock), not a bigger read; the "
